@@ -1,0 +1,183 @@
+"""rx_agent: AgentScope Java's agent runtime and middleware system, on RxPY.
+
+Everything a user needs is importable from here; submodules are for the curious.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+from .agent import NoResultError, ReActAgent, ReActAgentBuilder
+from .context import AgentState, RuntimeContext
+from .event import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentResultEvent,
+    AgentStartEvent,
+    AllToolsDeniedEvent,
+    ConfirmResult,
+    CustomEvent,
+    DataBlockDeltaEvent,
+    DataBlockEndEvent,
+    DataBlockStartEvent,
+    ExceedMaxItersEvent,
+    ExternalExecutionResultEvent,
+    HintBlockEvent,
+    ModelCallEndEvent,
+    ModelCallStartEvent,
+    PermissionRule,
+    RequestStopEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
+    TextBlockDeltaEvent,
+    TextBlockEndEvent,
+    TextBlockStartEvent,
+    ThinkingBlockDeltaEvent,
+    ThinkingBlockEndEvent,
+    ThinkingBlockStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolResultDataDeltaEvent,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
+    ToolResultTextDeltaEvent,
+    UserConfirmResultEvent,
+    parse_event,
+)
+from .message import (
+    ChatUsage,
+    DataBlock,
+    GenerateReason,
+    HintBlock,
+    Msg,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolResultState,
+    ToolUseBlock,
+)
+from .middleware import (
+    ActingInput,
+    AgentFinishOutcome,
+    AgentInput,
+    ExecutionPlan,
+    ExtensionPoint,
+    MiddlewareBase,
+    ModelCallInput,
+    ReasoningInput,
+)
+from .model import ChatModel, ModelError, ScriptedModel
+from .options import GenerateOptions
+from .session import InMemorySessionStore, SessionKey, SessionStore
+from .tool import Tool, Toolkit, tool
+
+if TYPE_CHECKING:
+    from .builtin.budget import ReplyBudgetControlMiddleware
+    from .builtin.final_answer import FinalAnswerFilterMiddleware
+    from .builtin.tasks import TaskReminderMiddleware, TodoTools
+    from .model.openai import OpenAIChatModel
+    from .tracing import OtelTracingMiddleware
+
+# Names whose modules pull optional dependencies (httpx, the OpenTelemetry SDK) or
+# are rarely needed load on first access.
+_LAZY = {
+    "OpenAIChatModel": "rx_agent.model.openai",
+    "OtelTracingMiddleware": "rx_agent.tracing",
+    "FinalAnswerFilterMiddleware": "rx_agent.builtin.final_answer",
+    "TaskReminderMiddleware": "rx_agent.builtin.tasks",
+    "TodoTools": "rx_agent.builtin.tasks",
+    "ReplyBudgetControlMiddleware": "rx_agent.builtin.budget",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rx_agent' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "ActingInput",
+    "AgentEndEvent",
+    "AgentEvent",
+    "AgentFinishOutcome",
+    "AgentInput",
+    "AgentResultEvent",
+    "AgentStartEvent",
+    "AgentState",
+    "AllToolsDeniedEvent",
+    "ChatModel",
+    "ChatUsage",
+    "ConfirmResult",
+    "CustomEvent",
+    "DataBlock",
+    "DataBlockDeltaEvent",
+    "DataBlockEndEvent",
+    "DataBlockStartEvent",
+    "ExceedMaxItersEvent",
+    "ExecutionPlan",
+    "ExtensionPoint",
+    "ExternalExecutionResultEvent",
+    "FinalAnswerFilterMiddleware",
+    "GenerateOptions",
+    "GenerateReason",
+    "HintBlock",
+    "HintBlockEvent",
+    "InMemorySessionStore",
+    "MiddlewareBase",
+    "ModelCallEndEvent",
+    "ModelCallInput",
+    "ModelCallStartEvent",
+    "ModelError",
+    "Msg",
+    "NoResultError",
+    "OpenAIChatModel",
+    "OtelTracingMiddleware",
+    "PermissionRule",
+    "ReActAgent",
+    "ReActAgentBuilder",
+    "ReasoningInput",
+    "ReplyBudgetControlMiddleware",
+    "RequestStopEvent",
+    "RequireExternalExecutionEvent",
+    "RequireUserConfirmEvent",
+    "Role",
+    "RuntimeContext",
+    "ScriptedModel",
+    "SessionKey",
+    "SessionStore",
+    "TaskReminderMiddleware",
+    "TextBlock",
+    "TextBlockDeltaEvent",
+    "TextBlockEndEvent",
+    "TextBlockStartEvent",
+    "ThinkingBlock",
+    "ThinkingBlockDeltaEvent",
+    "ThinkingBlockEndEvent",
+    "ThinkingBlockStartEvent",
+    "TodoTools",
+    "Tool",
+    "ToolCallDeltaEvent",
+    "ToolCallEndEvent",
+    "ToolCallStartEvent",
+    "ToolResultBlock",
+    "ToolResultDataDeltaEvent",
+    "ToolResultEndEvent",
+    "ToolResultStartEvent",
+    "ToolResultState",
+    "ToolResultTextDeltaEvent",
+    "ToolUseBlock",
+    "Toolkit",
+    "UserConfirmResultEvent",
+    "__version__",
+    "parse_event",
+    "tool",
+]

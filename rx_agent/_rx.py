@@ -1,0 +1,199 @@
+"""Bridges between RxPY observables and asyncio, used throughout the runtime.
+
+RxPY has no async-iterator bridge and its asyncio schedulers are either loop-bound
+or block on dispose (see RXPY-NOTES), so the runtime carries its own small set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
+
+__all__ = [
+    "aiter_observable",
+    "await_observable",
+    "cancelling",
+    "from_coroutine",
+    "running_loop",
+    "runtime_loop",
+]
+
+T = TypeVar("T")
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop running in this thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def runtime_loop() -> asyncio.AbstractEventLoop:
+    """The runtime's own event loop, started once in a daemon thread.
+
+    Used when a caller subscribes from a thread that runs no loop, so async tools and
+    model streams still have one.
+    """
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=run, name="rx-agent-loop", daemon=True).start()
+            ready.wait()
+            _loop = loop
+        return _loop
+
+
+def from_coroutine(
+    body: Callable[[abc.ObserverBase[T]], Coroutine[Any, Any, None]],
+) -> Observable[T]:
+    """A cold Observable that runs ``body(observer)`` as a task per subscription.
+
+    The task must be created on a loop thread (the runtime subscribes there). The
+    Observable completes when ``body`` returns and errors when it raises; disposing
+    the subscription cancels the task.
+    """
+
+    def subscribe(
+        observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        done = False
+
+        async def run() -> None:
+            nonlocal done
+            try:
+                await body(observer)
+            except asyncio.CancelledError:
+                done = True
+                raise
+            except Exception as exc:
+                done = True
+                observer.on_error(exc)
+                return
+            done = True
+            observer.on_completed()
+
+        task = asyncio.get_running_loop().create_task(run())
+
+        def cancel() -> None:
+            if not done:
+                task.cancel()
+
+        return Disposable(cancel)
+
+    return Observable(subscribe)
+
+
+async def await_observable(source: Observable[T], default: Any = None) -> Any:
+    """Subscribe, wait for completion on the running loop, return the last item.
+
+    Cancelling the awaiting task disposes the subscription.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    last: list[Any] = [default]
+
+    def on_next(value: Any) -> None:
+        last[0] = value
+
+    def on_error(exc: Exception) -> None:
+        if not future.done():
+            future.set_exception(exc)
+
+    def on_completed() -> None:
+        if not future.done():
+            future.set_result(last[0])
+
+    subscription = source.subscribe(on_next, on_error, on_completed)
+    try:
+        return await future
+    finally:
+        subscription.dispose()
+
+
+def aiter_observable(source: Observable[T]) -> AsyncIterator[T]:
+    """Iterate an Observable's items from async code (unbounded buffer; Rx has no
+    backpressure). Leaving the loop early (``break``) disposes the subscription."""
+
+    async def gen() -> AsyncIterator[T]:
+        loop = asyncio.get_running_loop()
+        buffer: deque[tuple[int, Any]] = deque()
+        waiter: list[asyncio.Future[None] | None] = [None]
+
+        def push(kind: int, value: Any) -> None:
+            buffer.append((kind, value))
+            fut = waiter[0]
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+        def threadsafe_push(kind: int, value: Any) -> None:
+            # Events normally arrive on this loop's thread; hop when they do not.
+            if running_loop() is loop:
+                push(kind, value)
+            else:
+                loop.call_soon_threadsafe(push, kind, value)
+
+        subscription = source.subscribe(
+            lambda v: threadsafe_push(0, v),
+            lambda e: threadsafe_push(1, e),
+            lambda: threadsafe_push(2, None),
+        )
+        try:
+            while True:
+                while buffer:
+                    kind, value = buffer.popleft()
+                    if kind == 0:
+                        yield value
+                    elif kind == 1:
+                        raise value
+                    else:
+                        return
+                fut = loop.create_future()
+                waiter[0] = fut
+                await fut
+                waiter[0] = None
+        finally:
+            subscription.dispose()
+
+    return gen()
+
+
+def cancelling(handle: asyncio.Future[Any] | Any) -> Disposable:
+    """A Disposable that cancels a task, future or timer handle."""
+
+    def cancel() -> None:
+        handle.cancel()
+
+    return Disposable(cancel)
+
+
+def to_observable(value: Observable[T] | T | Awaitable[T]) -> Observable[T]:
+    """A value, awaitable or Observable as an Observable."""
+    if isinstance(value, Observable):
+        return value
+    if isinstance(value, Awaitable):
+        awaitable = value
+
+        async def body(observer: abc.ObserverBase[T]) -> None:
+            observer.on_next(await awaitable)
+
+        return from_coroutine(body)
+    return reactivex.just(value)

@@ -1,0 +1,5 @@
+"""The ReAct agent."""
+
+from .react import NoResultError, ReActAgent, ReActAgentBuilder
+
+__all__ = ["NoResultError", "ReActAgent", "ReActAgentBuilder"]

@@ -1,0 +1,827 @@
+"""One call of an agent: the session slot, the hooks and the ReAct loop.
+
+A ``_Run`` lives for one subscription. Everything it does happens on one event loop
+thread (the subscriber's loop, or the runtime's when the subscriber has none), so
+its state needs no locks; other threads reach it through ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import reactivex
+from reactivex import Observable
+from reactivex import abc as rxabc
+from reactivex.disposable import Disposable
+
+from .._record import new_id
+from .._rx import await_observable, from_coroutine, running_loop
+from ..context import AgentState, RuntimeContext
+from ..event import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentResultEvent,
+    AgentStartEvent,
+    ExceedMaxItersEvent,
+    ModelCallStartEvent,
+    RequestStopEvent,
+    ToolResultDataDeltaEvent,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
+    ToolResultTextDeltaEvent,
+)
+from ..message import (
+    DataBlock,
+    GenerateReason,
+    HintBlock,
+    Msg,
+    Role,
+    TextBlock,
+    ToolResultBlock,
+    ToolResultState,
+    ToolUseBlock,
+)
+from ..middleware.base import ExtensionPoint
+from ..middleware.inputs import (
+    ActingInput,
+    AgentFinishOutcome,
+    AgentInput,
+    ModelCallInput,
+    ReasoningInput,
+)
+from ..model.base import ChatModel
+from ..session import ANONYMOUS_USER, SessionKey
+from ..tool.toolkit import Tool, ToolArgumentError, is_stream, resolve, tool_output_text
+from ._blocks import ChunkConverter, MessageAccumulator
+
+if TYPE_CHECKING:
+    from .react import ReActAgent
+
+logger = logging.getLogger("rx_agent")
+
+_EMPTY_ANSWER_REMINDER = (
+    "Your last reply had no visible answer and no tool call. Reply to the user with "
+    "text, or call a tool."
+)
+_SUMMARY_HINT = (
+    "You have used the maximum number of reasoning rounds. Do not call any tools; "
+    "summarize what you found and answer the user as well as you can now."
+)
+_INTERRUPTED_TEXT = "The reply was interrupted."
+
+
+class _Interrupted(Exception):
+    """Internal: the current step was cut short by ``agent.interrupt``."""
+
+
+class _Step:
+    __slots__ = ("future", "subscription")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.subscription: rxabc.DisposableBase | None = None
+
+
+class Run:
+    """The state of one call (one subscription of ``agent.stream``)."""
+
+    def __init__(
+        self,
+        agent: ReActAgent,
+        caller_ctx: RuntimeContext | None,
+        inp: AgentInput,
+    ) -> None:
+        self.agent = agent
+        self.caller_ctx = caller_ctx
+        ctx = caller_ctx.copy() if caller_ctx is not None else RuntimeContext()
+        if ctx.session_id is None:
+            ctx.session_id = agent.name
+        ctx.agent_state = None
+        self.ctx = ctx
+        self.tool_ctx = ctx._with_fallback(agent.tool_execution_context)
+        self.key = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id)
+        self.input = inp
+        self.reply_id = new_id()
+        self.source = agent.name
+
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.observer: rxabc.ObserverBase[AgentEvent] | None = None
+        self.subscription: rxabc.DisposableBase | None = None
+        self.state: AgentState | None = None
+        self.slot_held = False
+        self.state_ready_done = False
+        self.state_ready_failed = False
+        self.result: Msg | None = None
+        self.finished = False
+        self.disposed = False
+        self.released = False
+        self.interrupted = False
+        self.step: _Step | None = None
+        self.stop_request: RequestStopEvent | None = None
+        self.round_msg: Msg | None = None
+        self.round_acc: MessageAccumulator | None = None
+        self.capture: MessageAccumulator | None = None
+        self.system_prompt: str | None = None
+        self.tools: tuple[dict[str, Any], ...] = ()
+
+        plan = agent.plan
+        self.reasoning_chain = plan.wrap(ExtensionPoint.ON_REASONING, agent, ctx,
+                                         self._core_reasoning)
+        self.model_chain = plan.wrap(ExtensionPoint.ON_MODEL_CALL, agent, ctx,
+                                     self._core_model_call)
+        self.acting_chain = plan.wrap(ExtensionPoint.ON_ACTING, agent, ctx, self._core_acting)
+
+    # -- subscription lifecycle ----------------------------------------------------
+
+    def subscribe(
+        self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+    ) -> rxabc.DisposableBase:
+        loop = running_loop()
+        if loop is not None:
+            self.loop = loop
+            self._start(observer)
+        else:
+            from .._rx import runtime_loop
+
+            self.loop = runtime_loop()
+            self.loop.call_soon_threadsafe(self._start, observer)
+        return Disposable(self._dispose_threadsafe)
+
+    def _start(self, observer: rxabc.ObserverBase[AgentEvent]) -> None:
+        self.observer = observer
+        if self.disposed:
+            return
+        chain = self.agent.plan.wrap(ExtensionPoint.ON_AGENT, self.agent, self.ctx,
+                                     self._core_agent)
+        try:
+            source = chain(self.input)
+        except Exception as exc:
+            source = reactivex.throw(exc)
+        self.subscription = source.subscribe(self._on_next, self._on_error, self._on_completed)
+
+    def _on_next(self, event: AgentEvent) -> None:
+        if type(event) is AgentResultEvent:
+            self.result = event.result
+        if not self.disposed and self.observer is not None:
+            self.observer.on_next(event)
+
+    def _on_error(self, error: Exception) -> None:
+        self._finish(error)
+
+    def _on_completed(self) -> None:
+        self._finish(None)
+
+    def _finish(self, error: BaseException | None) -> None:
+        if self.finished or self.disposed:
+            return
+        self.finished = True
+        assert self.loop is not None
+        self.loop.create_task(self._finalize(error))
+
+    async def _finalize(self, error: BaseException | None) -> None:
+        try:
+            if not self.state_ready_failed:
+                error = await self._run_finish_hooks(error)
+        finally:
+            await self._release()
+        observer = self.observer
+        if observer is None or self.disposed:
+            return
+        if error is not None:
+            observer.on_error(error if isinstance(error, Exception) else RuntimeError(error))
+        else:
+            observer.on_completed()
+
+    async def _run_finish_hooks(self, error: BaseException | None) -> BaseException | None:
+        hooks = self.agent.plan.finish_hooks()
+        if not hooks:
+            return error
+        result = self.result if error is None else None
+        outcome = AgentFinishOutcome(
+            result=result,
+            error=error,
+            reason=result.generate_reason if result is not None else None,
+        )
+        for _mw, hook in hooks:
+            try:
+                value = hook(self.agent, self.ctx, outcome)
+                if value is not None:
+                    if isinstance(value, Observable):
+                        await await_observable(value)
+                    elif asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+                        await value
+                    else:
+                        raise TypeError(
+                            f"{type(_mw).__name__}.on_agent_finish() returned "
+                            f"{type(value).__name__}; expected None, an Observable or an "
+                            "awaitable"
+                        )
+            except Exception as exc:
+                if error is not None and exc is not error:
+                    exc.__context__ = error
+                return exc
+        return error
+
+    async def _release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        try:
+            if self.slot_held and self.state is not None:
+                saved = self.agent.session_store.save(self.key, self.state)
+                if saved is not None:
+                    await saved
+        except Exception:
+            logger.exception("saving session %s failed", self.key)
+        finally:
+            if self.slot_held:
+                self.slot_held = False
+                self.agent._slots.release(self.key, self)
+
+    def _dispose_threadsafe(self) -> None:
+        loop = self.loop
+        if loop is None or running_loop() is loop:
+            self._dispose()
+        else:
+            loop.call_soon_threadsafe(self._dispose)
+
+    def _dispose(self) -> None:
+        if self.disposed:
+            return
+        self.disposed = True
+        if self.subscription is not None:
+            self.subscription.dispose()
+        if self.step is not None and self.step.subscription is not None:
+            self.step.subscription.dispose()
+        if self.loop is not None and not self.released:
+            # No finish hooks on dispose; state is still saved and the slot released.
+            self.loop.create_task(self._release())
+
+    # -- interrupt -----------------------------------------------------------------
+
+    def request_interrupt(self) -> None:
+        """Thread-safe: end the call with ``INTERRUPTED`` at the current step."""
+        self.interrupted = True
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._cut_step)
+
+    def _cut_step(self) -> None:
+        step = self.step
+        if step is not None and not step.future.done():
+            step.future.set_exception(_Interrupted())
+            if step.subscription is not None:
+                step.subscription.dispose()
+
+    # -- the core of on_agent --------------------------------------------------------
+
+    def _core_agent(self, inp: AgentInput) -> Observable[AgentEvent]:
+        async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
+            await self._drive(inp, observer.on_next)
+
+        return from_coroutine(body)
+
+    async def _bind(self) -> AgentState:
+        agent = self.agent
+        await agent._slots.acquire(self.key, self)
+        self.slot_held = True
+        loaded = agent.session_store.load(self.key)
+        if loaded is not None and not isinstance(loaded, AgentState):
+            loaded = await loaded
+        state = loaded if loaded is not None else AgentState(
+            session_id=self.key.session_id, user_id=self.ctx.user_id
+        )
+        self.state = state
+        self.ctx.agent_state = state
+        self.tool_ctx.agent_state = state
+        if self.caller_ctx is not None:
+            self.caller_ctx.agent_state = state
+        return state
+
+    async def _drive(self, inp: AgentInput, emit: Callable[[AgentEvent], None]) -> None:
+        state = self.state if self.slot_held and self.state is not None else await self._bind()
+        input_messages = list(inp.msgs)
+        if not self.state_ready_done:
+            try:
+                self.agent.plan.notify_state_ready(self.agent, self.ctx, state, input_messages)
+            except BaseException:
+                self.state_ready_failed = True
+                raise
+            self.state_ready_done = True
+        self.emit = emit
+        emit(
+            AgentStartEvent.make(
+                self.source, session_id=self.key.session_id, reply_id=self.reply_id,
+                name=self.agent.name, user_id=self.ctx.user_id,
+            )
+        )
+        final = await self._react(state, input_messages, inp)
+        emit(AgentResultEvent.make(self.source, result=final))
+        emit(AgentEndEvent.make(self.source, reply_id=self.reply_id))
+
+    async def _system_prompt(self) -> str:
+        prompt = self.agent.sys_prompt.strip()
+        for mw, hook in self.agent.plan.system_prompt_hooks():
+            value = hook(self.agent, self.ctx, prompt)
+            if isinstance(value, Observable):
+                items: list[Any] = []
+                await await_observable(value.pipe(_collect(items)))
+                if len(items) != 1:
+                    raise TypeError(
+                        f"{type(mw).__name__}.on_system_prompt() emitted {len(items)} "
+                        "items; expected exactly one str"
+                    )
+                value = items[0]
+            elif asyncio.iscoroutine(value):
+                value = await value
+            if not isinstance(value, str):
+                raise TypeError(
+                    f"{type(mw).__name__}.on_system_prompt() produced "
+                    f"{type(value).__name__}; expected a str"
+                )
+            prompt = value
+        return prompt
+
+    def _model_messages(self, state: AgentState) -> tuple[Msg, ...]:
+        if self.system_prompt and self.system_prompt.strip():
+            return (self._system_msg, *state.context)
+        return tuple(state.context)
+
+    # -- the ReAct loop ------------------------------------------------------------
+
+    async def _react(
+        self, state: AgentState, input_messages: list[Msg], inp: AgentInput
+    ) -> Msg:
+        agent = self.agent
+        resumed = await self._resume(state, inp) if inp.resume is not None else None
+        state.context.extend(input_messages)
+        if resumed is not None:
+            return resumed
+        if self.interrupted:
+            return self._close_interrupted(state)
+        self.system_prompt = await self._system_prompt()
+        self._system_msg = Msg(role=Role.SYSTEM, content=self.system_prompt)
+        self.tools = tuple(agent.toolkit.schemas())
+        options = agent.generate_options
+
+        for iteration in range(1, agent.max_iters + 1):
+            if self.interrupted:
+                return self._close_interrupted(state)
+            self.round_msg = None
+            self.round_acc = None
+            self.capture = MessageAccumulator()
+            rin = ReasoningInput(self._model_messages(state), self.tools, options, iteration)
+            try:
+                await self._step(self.reasoning_chain(rin), watch_stop=True)
+            except _Interrupted:
+                return self._close_interrupted(state, partial=True)
+            msg = self.round_msg
+            if msg is None and self.capture is not None and not self.capture.empty:
+                msg = self.capture.build(agent.name)  # on_reasoning short-circuited
+            self.capture = None
+            if msg is not None and msg.content:
+                if msg.tool_calls:
+                    msg.generate_reason = GenerateReason.TOOL_CALLS
+                state.context.append(msg)
+            if self.stop_request is not None:
+                return self._close_stopped(state, msg)
+            if msg is not None and msg.tool_calls:
+                paused = await self._act(state, msg)
+                if paused is not None:
+                    return paused
+                if self.interrupted:
+                    return self._close_interrupted(state)
+                if self.stop_request is not None:
+                    return self._close_stopped(state, None)
+                continue
+            if msg is not None and msg.has_visible_text:
+                msg.generate_reason = GenerateReason.MODEL_STOP
+                return msg
+            reminder = HintBlock(hint=_EMPTY_ANSWER_REMINDER)
+            state.context.append(Msg(role=Role.USER, content=[reminder]))
+
+        self.emit(
+            ExceedMaxItersEvent.make(self.source, max_iters=agent.max_iters,
+                                     current_iter=agent.max_iters)
+        )
+        return await self._summarize(state)
+
+    async def _summarize(self, state: AgentState) -> Msg:
+        messages = (*self._model_messages(state),
+                    Msg(role=Role.USER, content=[HintBlock(hint=_SUMMARY_HINT)]))
+        self.round_msg = None
+        try:
+            await self._step(
+                self._core_reasoning(ReasoningInput(messages, (), self.agent.generate_options)),
+                watch_stop=False,
+            )
+        except _Interrupted:
+            return self._close_interrupted(state, partial=True)
+        msg = self.round_msg or Msg(role=Role.ASSISTANT, content=[], name=self.agent.name)
+        # Tools were not offered; a tool call here would never get a result.
+        msg.content = [b for b in msg.content if not isinstance(b, ToolUseBlock)]
+        msg.generate_reason = GenerateReason.MAX_ITERATIONS
+        state.context.append(msg)
+        return msg
+
+    async def _step(self, source: Observable[AgentEvent], watch_stop: bool) -> None:
+        """Run one step's stream to completion, forwarding its events to the caller."""
+        assert self.loop is not None
+        step = _Step(self.loop.create_future())
+        emit = self.emit
+        future = step.future
+
+        on_next: Callable[[AgentEvent], None]
+        if watch_stop:
+
+            def watching(event: AgentEvent) -> None:
+                if isinstance(event, RequestStopEvent) and self.stop_request is None:
+                    self.stop_request = event
+                capture = self.capture
+                if capture is not None:
+                    capture.feed(event)
+                emit(event)
+
+            on_next = watching
+        else:
+            on_next = emit
+
+        def on_error(exc: Exception) -> None:
+            if not future.done():
+                future.set_exception(exc)
+
+        def on_completed() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        self.step = step
+        try:
+            step.subscription = source.subscribe(on_next, on_error, on_completed)
+            await future
+        finally:
+            self.step = None
+            if step.subscription is not None:
+                step.subscription.dispose()
+
+    # -- final messages ------------------------------------------------------------
+
+    def _placeholder(self, state: AgentState, reason: GenerateReason, text: str = "") -> Msg:
+        msg = Msg(role=Role.ASSISTANT, content=text, name=self.agent.name,
+                  generate_reason=reason)
+        state.context.append(msg)
+        return msg
+
+    def _close_stopped(self, state: AgentState, msg: Msg | None) -> Msg:
+        stop = self.stop_request
+        assert stop is not None
+        reason = stop.generate_reason
+        self._close_orphans(state, ToolResultState.INTERRUPTED,
+                            f"Not executed: the reply was stopped ({stop.reason or reason.value}).")
+        if msg is not None and msg.has_visible_text and not msg.tool_calls:
+            msg.generate_reason = reason
+            return msg
+        placeholder = self._placeholder(state, reason)
+        if stop.reason:
+            placeholder.metadata = {"stop_reason": stop.reason}
+        return placeholder
+
+    def _close_interrupted(self, state: AgentState, partial: bool = False) -> Msg:
+        if partial:
+            acc = self.round_acc
+            if acc is not None and not acc.empty:
+                msg = acc.build(self.agent.name)
+                if msg.content and (not state.context or state.context[-1] is not msg):
+                    state.context.append(msg)
+        self._close_orphans(state, ToolResultState.INTERRUPTED, "Interrupted before it finished.")
+        return self._placeholder(state, GenerateReason.INTERRUPTED, _INTERRUPTED_TEXT)
+
+    def _close_orphans(self, state: AgentState, result_state: ToolResultState, text: str) -> None:
+        """Give every tool call in the context that has no result a synthesized one."""
+        answered = {
+            b.id for m in state.context if m.role is Role.TOOL for b in m.tool_results
+        }
+        for msg in state.context:
+            if msg.role is not Role.ASSISTANT:
+                continue
+            for call in msg.tool_calls:
+                if call.id not in answered:
+                    answered.add(call.id)
+                    block = ToolResultBlock(id=call.id, name=call.name, output=text,
+                                            state=result_state)
+                    self.emit_result_events(new_id(), block)
+                    state.context.append(Msg(role=Role.TOOL, content=[block],
+                                             name=call.name))
+
+    def emit_result_events(self, reply_id: str, block: ToolResultBlock) -> None:
+        emit = self.emit
+        common = {"reply_id": reply_id, "tool_call_id": block.id, "tool_call_name": block.name}
+        emit(ToolResultStartEvent.make(self.source, **common))
+        if block.text:
+            emit(ToolResultTextDeltaEvent.make(self.source, delta=block.text, **common))
+        emit(ToolResultEndEvent.make(self.source, state=block.state, **common))
+
+    # -- core handlers -------------------------------------------------------------
+
+    def _core_reasoning(self, rin: ReasoningInput) -> Observable[AgentEvent]:
+        """Core of ``on_reasoning``: one model call; the message is rebuilt from what
+        leaves the ``on_model_call`` chain."""
+
+        def subscribe(
+            observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+        ) -> rxabc.DisposableBase:
+            self.capture = None
+            acc = MessageAccumulator()
+            self.round_acc = acc
+            feed = acc.feed
+            forward = observer.on_next
+
+            def on_next(event: AgentEvent) -> None:
+                feed(event)
+                forward(event)
+
+            def on_completed() -> None:
+                self.round_msg = acc.build(self.agent.name) if not acc.empty else None
+                observer.on_completed()
+
+            mci = ModelCallInput(rin.messages, rin.tools, rin.options, self.agent.model)
+            return self.model_chain(mci).subscribe(on_next, observer.on_error, on_completed)
+
+        return Observable(subscribe)
+
+    def _core_model_call(self, mci: ModelCallInput) -> Observable[AgentEvent]:
+        """Core of ``on_model_call``: stream the model, retrying and failing over
+        before the first chunk."""
+        run = self
+
+        def subscribe(
+            observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+        ) -> rxabc.DisposableBase:
+            reply_id = new_id()
+            emit = observer.on_next
+            emit(ModelCallStartEvent.make(run.source, reply_id=reply_id,
+                                          model_name=mci.model.name))
+            attempt = _ModelAttempts(run, mci, reply_id, observer)
+            attempt.start()
+            return Disposable(attempt.dispose)
+
+        return Observable(subscribe)
+
+    def _core_acting(self, ain: ActingInput) -> Observable[AgentEvent]:
+        async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
+            await self._execute_batch(ain.tool_calls, observer.on_next)
+
+        return from_coroutine(body)
+
+    # -- acting ------------------------------------------------------------------
+
+    async def _resume(self, state: AgentState, inp: AgentInput) -> Msg | None:
+        """Continue a reply paused for confirmation or external execution."""
+        raise ValueError(
+            f"session {self.key.session_id!r} has no paused reply to resume "
+            f"(got {type(inp.resume).__name__})"
+        )
+
+    async def _act(self, state: AgentState, msg: Msg) -> Msg | None:
+        """Run the round's tool calls through ``on_acting``; a message when paused."""
+        batch = ActingInput(tuple(msg.tool_calls))
+        try:
+            await self._step(self.acting_chain(batch), watch_stop=True)
+        except _Interrupted:
+            return self._close_interrupted(state)
+        # Calls the chain did not run (a middleware short-circuited) still get results.
+        self._close_orphans(state, ToolResultState.ERROR,
+                            "Not executed: the on_acting chain did not run this tool call.")
+        return None
+
+    async def _execute_batch(
+        self, calls: tuple[ToolUseBlock, ...], emit: Callable[[AgentEvent], None]
+    ) -> None:
+        """Core of ``on_acting``: run the batch, adding results to the context in call
+        order. Calls run concurrently only when every tool is concurrency-safe."""
+        state = self.state
+        assert state is not None
+        reply_id = new_id()
+        toolkit = self.agent.toolkit
+
+        def record(block: ToolResultBlock) -> None:
+            state.context.append(Msg(role=Role.TOOL, content=[block], name=block.name))
+
+        concurrent = len(calls) > 1 and all(
+            (t := toolkit.get(c.name)) is not None and t.concurrency_safe for c in calls
+        )
+        if not concurrent:
+            for call in calls:
+                record(await self.run_tool(call, reply_id, emit))
+            return
+        assert self.loop is not None
+        tasks = [self.loop.create_task(self.run_tool(c, reply_id, emit)) for c in calls]
+        try:
+            await asyncio.wait(tasks)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            # Keep every finished result (in call order), even when cancelled midway.
+            for task in tasks:
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    record(task.result())
+
+    # -- tools -------------------------------------------------------------------
+
+    async def run_tool(
+        self, call: ToolUseBlock, reply_id: str, emit: Callable[[AgentEvent], None]
+    ) -> ToolResultBlock:
+        """Execute one tool call, streaming its result events; never raises (but for
+        cancellation): failures become ERROR results the model can read."""
+        source = self.source
+        common = {"reply_id": reply_id, "tool_call_id": call.id, "tool_call_name": call.name}
+        emit(ToolResultStartEvent.make(source, **common))
+        tool: Tool | None = self.agent.toolkit.get(call.name)
+        state = ToolResultState.SUCCESS
+        output: str | list[Any]
+        streamed = False
+        if tool is None:
+            names = ", ".join(self.agent.toolkit.names) or "none"
+            output = f"Error: there is no tool named {call.name!r}. Available tools: {names}."
+            state = ToolResultState.ERROR
+        elif call.raw_input is not None:
+            output = (
+                f"Error: the arguments of tool {call.name!r} are not a valid JSON object: "
+                f"{call.raw_input[:200]!r}"
+            )
+            state = ToolResultState.ERROR
+        else:
+            try:
+                kwargs = tool.validate(call.input)
+                started = tool.invoke(kwargs, self.tool_ctx, self.agent.toolkit.executor)
+                if is_stream(started):
+                    parts: list[str] = []
+                    async for chunk in started:
+                        text = tool_output_text(chunk)
+                        if text:
+                            parts.append(text)
+                            emit(ToolResultTextDeltaEvent.make(source, delta=text, **common))
+                    output = "".join(parts)
+                    streamed = True
+                else:
+                    value = await resolve(started)
+                    output, state = _tool_value(value)
+            except asyncio.CancelledError:
+                raise
+            except ToolArgumentError as exc:
+                output, state = f"Error: {exc}", ToolResultState.ERROR
+            except Exception as exc:
+                output = f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}"
+                state = ToolResultState.ERROR
+        if not streamed:
+            if isinstance(output, str):
+                if output:
+                    emit(ToolResultTextDeltaEvent.make(source, delta=output, **common))
+            else:
+                for block in output:
+                    if isinstance(block, TextBlock) and block.text:
+                        emit(ToolResultTextDeltaEvent.make(source, delta=block.text, **common))
+                    elif isinstance(block, DataBlock):
+                        emit(ToolResultDataDeltaEvent.make(source, delta=block, **common))
+        emit(ToolResultEndEvent.make(source, state=state, **common))
+        return ToolResultBlock(id=call.id, name=call.name, output=output, state=state)
+
+
+def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:
+    if isinstance(value, ToolResultBlock):
+        return value.output, value.state
+    if isinstance(value, (TextBlock, DataBlock)):
+        return [value], ToolResultState.SUCCESS
+    if isinstance(value, list) and value and all(
+        isinstance(v, (TextBlock, DataBlock)) for v in value
+    ):
+        return list(value), ToolResultState.SUCCESS
+    return tool_output_text(value), ToolResultState.SUCCESS
+
+
+def _collect(items: list[Any]) -> Callable[[Observable[Any]], Observable[Any]]:
+    def op(source: Observable[Any]) -> Observable[Any]:
+        def subscribe(observer: rxabc.ObserverBase[Any], scheduler: Any = None) -> Any:
+            def on_next(value: Any) -> None:
+                items.append(value)
+                observer.on_next(value)
+
+            return source.subscribe(on_next, observer.on_error, observer.on_completed,
+                                    scheduler=scheduler)
+
+        return Observable(subscribe)
+
+    return op
+
+
+class _ModelAttempts:
+    """Runs one model call: attempts on the primary, then the fallback model.
+
+    A failure before the first chunk is retried (``max_retries`` attempts in all,
+    exponential backoff with jitter, honouring ``retry_after``); when the primary is
+    spent the fallback model gets its own attempts. A failure after the first chunk
+    is not retried nor failed over.
+    """
+
+    __slots__ = ("attempt", "converter", "disposed", "handle", "mci", "model", "observer",
+                 "on_fallback", "reply_id", "run", "subscription")
+
+    def __init__(
+        self, run: Run, mci: ModelCallInput, reply_id: str,
+        observer: rxabc.ObserverBase[AgentEvent],
+    ) -> None:
+        self.run = run
+        self.mci = mci
+        self.reply_id = reply_id
+        self.observer = observer
+        self.model: ChatModel = mci.model
+        self.on_fallback = False
+        self.attempt = 0
+        self.disposed = False
+        self.subscription: rxabc.DisposableBase | None = None
+        self.handle: asyncio.TimerHandle | None = None
+        self.converter = ChunkConverter(reply_id, run.source, observer.on_next)
+
+    def start(self) -> None:
+        if self.disposed:
+            return
+        self.attempt += 1
+        self.converter.seen_chunk = False
+        mci = self.mci
+        try:
+            source = self.model.stream(mci.messages, mci.tools, mci.options)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self.subscription = source.subscribe(self._on_chunk, self._failed, self._done)
+
+    def _on_chunk(self, chunk: Any) -> None:
+        if not self.disposed:
+            self.converter.feed(chunk)
+
+    def _done(self) -> None:
+        if self.disposed:
+            return
+        self.converter.finish()
+        self.observer.on_completed()
+
+    def _failed(self, exc: Exception) -> None:
+        if self.disposed:
+            return
+        if self.converter.seen_chunk:
+            self.observer.on_error(exc)
+            return
+        agent = self.run.agent
+        if self.attempt < agent.max_retries and getattr(exc, "retryable", True):
+            delay = agent._backoff(self.attempt, getattr(exc, "retry_after", None))
+            logger.info("model %s failed (%s); retry %d/%d in %.2fs", self.model.name, exc,
+                        self.attempt + 1, agent.max_retries, delay)
+            self._schedule(delay)
+            return
+        fallback = agent.fallback_model
+        if fallback is not None and not self.on_fallback and fallback is not self.model:
+            listener = agent.failover_listener
+            if listener is not None:
+                try:
+                    listener(self.model, exc)
+                except Exception:
+                    logger.exception("failover_listener raised; ignored")
+            logger.warning("model %s failed (%s); switching to fallback %s",
+                           self.model.name, exc, fallback.name)
+            self.on_fallback = True
+            self.model = fallback
+            self.attempt = 0
+            self._schedule(0.0)
+            return
+        self.observer.on_error(exc)
+
+    def _schedule(self, delay: float) -> None:
+        loop = running_loop() or self.run.loop
+        assert loop is not None
+        if delay <= 0:
+            self.handle = None
+            loop.call_soon(self.start)
+        else:
+            self.handle = loop.call_later(delay, self.start)
+
+    def dispose(self) -> None:
+        self.disposed = True
+        if self.handle is not None:
+            self.handle.cancel()
+        if self.subscription is not None:
+            self.subscription.dispose()
+
+
+def backoff_delay(attempt: int, initial: float, maximum: float,
+                  retry_after: float | None) -> float:
+    """Exponential backoff with jitter; a server's ``retry_after`` wins when larger."""
+    if initial <= 0 and retry_after is None:
+        return 0.0
+    base = min(maximum, initial * (2 ** (attempt - 1)))
+    delay: float = base * (0.5 + random.random() / 2)
+    if retry_after is not None:
+        delay = max(delay, float(retry_after))
+    return delay

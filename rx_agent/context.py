@@ -1,0 +1,158 @@
+"""Per-call context (:class:`RuntimeContext`) and per-session state (:class:`AgentState`)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .message import Msg, ToolUseBlock
+
+__all__ = ["AgentState", "PendingToolCalls", "RuntimeContext"]
+
+T = TypeVar("T")
+_MISSING: Any = object()
+
+
+class PendingToolCalls(BaseModel):
+    """Tool calls a paused reply waits on (user confirmation or external execution)."""
+
+    reply_id: str
+    kind: str = Field(description='"confirm" or "external".')
+    tool_calls: list[ToolUseBlock]
+    # Calls of the same batch that are not waiting (already allowed or denied) and
+    # still have to run or be closed when the reply resumes.
+    other_calls: list[ToolUseBlock] = Field(default_factory=list)
+
+
+class AgentState(BaseModel):
+    """What an agent remembers about one session; persisted by the session store.
+
+    ``context`` is the live conversation (every message in order). ``data`` is a
+    JSON-serialisable scratch space for middlewares (namespaced by key).
+    """
+
+    model_config = ConfigDict(validate_assignment=False)
+
+    session_id: str
+    user_id: str | None = None
+    context: list[Msg] = Field(default_factory=list)
+    pending: PendingToolCalls | None = None
+    permission_rules: list[dict[str, Any]] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class RuntimeContext:
+    """Per-call context shared by every hook and tool of one call.
+
+    Carries ``session_id``, ``user_id``, ``run_id`` (generated when not given), the
+    call's :class:`AgentState` and attributes: string keys (``ctx.put("k", v)``) and
+    typed keys (``ctx.put(MyConfig, cfg)``; ``ctx.get(MyConfig)``). ``put(k, None)``
+    removes a key. All methods are thread-safe.
+    """
+
+    __slots__ = ("_attrs", "_base", "_lock", "agent_state", "run_id", "session_id", "user_id")
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        *,
+        attributes: dict[str | type[Any], Any] | None = None,
+    ) -> None:
+        for label, value in (("session_id", session_id), ("user_id", user_id)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"RuntimeContext {label} must be a str, not {type(value).__name__}")
+        self.session_id = session_id or None
+        self.user_id = user_id or None
+        self.run_id: str = run_id or uuid.uuid4().hex
+        self.agent_state: AgentState | None = None
+        self._lock = threading.RLock()
+        self._attrs: dict[str | type[Any], Any] = {}
+        self._base: RuntimeContext | None = None
+        for key, value in (attributes or {}).items():
+            self.put(key, value)
+
+    @overload
+    def get(self, key: type[T], default: T | None = None) -> T | None: ...
+    @overload
+    def get(self, key: str, default: Any = None) -> Any: ...
+    def get(self, key: str | type[Any], default: Any = None) -> Any:
+        """The value under ``key`` (a string or a type), or ``default``."""
+        with self._lock:
+            value = self._attrs.get(key, _MISSING)
+        if value is _MISSING:
+            return default if self._base is None else self._base.get(key, default)
+        return value
+
+    def put(self, key: str | type[Any], value: Any) -> None:
+        """Store ``value`` under ``key``; ``None`` removes the key.
+
+        A typed key must be given an instance of that type.
+        """
+        if isinstance(key, type):
+            if value is not None and not isinstance(value, key):
+                raise TypeError(
+                    f"ctx.put({key.__name__}, ...) needs a {key.__name__}, "
+                    f"got {type(value).__name__}"
+                )
+        elif not isinstance(key, str):
+            raise TypeError(f"context keys are str or type, not {type(key).__name__}")
+        with self._lock:
+            if value is None:
+                self._attrs.pop(key, None)
+            else:
+                self._attrs[key] = value
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            if key in self._attrs:
+                return True
+        return self._base is not None and key in self._base
+
+    def keys(self) -> Iterator[str | type[Any]]:
+        with self._lock:
+            return iter(list(self._attrs))
+
+    @property
+    def attributes(self) -> dict[str | type[Any], Any]:
+        """A snapshot copy of all attributes (a fallback context's underneath)."""
+        merged = self._base.attributes if self._base is not None else {}
+        with self._lock:
+            merged.update(self._attrs)
+        return merged
+
+    def copy(self) -> RuntimeContext:
+        """A copy with the same ids and attributes (values are shared, not copied)."""
+        new = RuntimeContext(self.session_id, self.user_id, self.run_id)
+        with self._lock:
+            new._attrs = dict(self._attrs)
+        new.agent_state = self.agent_state
+        return new
+
+    def _with_fallback(self, base: RuntimeContext | None) -> RuntimeContext:
+        """A view of this context that reads ``base``'s attributes underneath ours.
+
+        Writes go to this context's attributes (shared, not copied), so what a tool
+        puts is seen by later hooks; ``base`` is only read.
+        """
+        if base is None:
+            return self
+        view = RuntimeContext.__new__(RuntimeContext)
+        view.session_id, view.user_id, view.run_id = self.session_id, self.user_id, self.run_id
+        view.agent_state = self.agent_state
+        view._lock = self._lock
+        view._attrs = self._attrs
+        view._base = base
+        return view
+
+    def __repr__(self) -> str:
+        keys = ", ".join(k if isinstance(k, str) else k.__name__ for k in self.keys())
+        return (
+            f"RuntimeContext(session_id={self.session_id!r}, user_id={self.user_id!r}, "
+            f"run_id={self.run_id!r}, attributes=[{keys}])"
+        )

@@ -1,0 +1,370 @@
+"""The events an agent streams, one class per Java ``AgentEvent`` type.
+
+Every event is a pydantic model with ``id``, ``created_at``, ``source``, ``metadata``
+and a ``type`` discriminator, so ``parse_event(e.model_dump_json())`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, TypeAdapter
+
+from ._record import Record, new_id, now
+from .message import (
+    ChatUsage,
+    DataBlock,
+    GenerateReason,
+    Msg,
+    ToolResultBlock,
+    ToolResultState,
+    ToolUseBlock,
+)
+
+__all__ = [
+    "AgentEndEvent",
+    "AgentEvent",
+    "AgentResultEvent",
+    "AgentStartEvent",
+    "AllToolsDeniedEvent",
+    "AnyEvent",
+    "ConfirmResult",
+    "CustomEvent",
+    "DataBlockDeltaEvent",
+    "DataBlockEndEvent",
+    "DataBlockStartEvent",
+    "ExceedMaxItersEvent",
+    "ExternalExecutionResultEvent",
+    "HintBlockEvent",
+    "ModelCallEndEvent",
+    "ModelCallStartEvent",
+    "PermissionRule",
+    "RequestStopEvent",
+    "RequireExternalExecutionEvent",
+    "RequireUserConfirmEvent",
+    "TextBlockDeltaEvent",
+    "TextBlockEndEvent",
+    "TextBlockStartEvent",
+    "ThinkingBlockDeltaEvent",
+    "ThinkingBlockEndEvent",
+    "ThinkingBlockStartEvent",
+    "ToolCallDeltaEvent",
+    "ToolCallEndEvent",
+    "ToolCallStartEvent",
+    "ToolResultDataDeltaEvent",
+    "ToolResultEndEvent",
+    "ToolResultStartEvent",
+    "ToolResultTextDeltaEvent",
+    "UserConfirmResultEvent",
+    "parse_event",
+]
+
+_BASE_FIELDS = frozenset({"id", "created_at", "source", "metadata", "type"})
+
+
+class AgentEvent(Record):
+    """Base of every event. ``type`` names the concrete class in JSON."""
+
+    type: str
+    id: str = Field(default_factory=new_id)
+    created_at: float = Field(default_factory=now)
+    source: str | None = Field(default=None, description="Name of the emitting agent.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    # Default values of the concrete class, for the runtime's validation-free path.
+    _defaults: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "__positional__" not in cls.__dict__:
+            cls.__positional__ = tuple(n for n in cls.model_fields if n not in _BASE_FIELDS)
+        cls._defaults = {
+            name: f.default
+            for name, f in cls.model_fields.items()
+            if not f.is_required() and f.default_factory is None
+        }
+
+    @classmethod
+    def make(cls, source: str | None = None, /, **values: Any) -> Any:
+        """Build an event from runtime-produced values without validation (hot path)."""
+        data = {**cls._defaults, "id": new_id(), "created_at": now(), "source": source,
+                "metadata": {}, **values}
+        return cls._fast(data)
+
+
+# -- lifecycle -------------------------------------------------------------------
+
+
+class AgentStartEvent(AgentEvent):
+    type: Literal["agent_start"] = "agent_start"
+    session_id: str | None = None
+    reply_id: str
+    name: str
+    user_id: str | None = None
+
+
+class AgentEndEvent(AgentEvent):
+    type: Literal["agent_end"] = "agent_end"
+    reply_id: str
+
+
+class AgentResultEvent(AgentEvent):
+    type: Literal["agent_result"] = "agent_result"
+    result: Msg
+
+
+class ModelCallStartEvent(AgentEvent):
+    type: Literal["model_call_start"] = "model_call_start"
+    reply_id: str
+    model_name: str | None = None
+
+
+class ModelCallEndEvent(AgentEvent):
+    type: Literal["model_call_end"] = "model_call_end"
+    reply_id: str
+    usage: ChatUsage | None = None
+    finish_reason: str | None = None
+
+
+# -- content blocks ----------------------------------------------------------------
+
+
+class TextBlockStartEvent(AgentEvent):
+    type: Literal["text_block_start"] = "text_block_start"
+    reply_id: str
+    block_id: str
+
+
+class TextBlockDeltaEvent(AgentEvent):
+    type: Literal["text_block_delta"] = "text_block_delta"
+    reply_id: str
+    block_id: str
+    delta: str
+
+
+class TextBlockEndEvent(AgentEvent):
+    type: Literal["text_block_end"] = "text_block_end"
+    reply_id: str
+    block_id: str
+
+
+class ThinkingBlockStartEvent(AgentEvent):
+    type: Literal["thinking_block_start"] = "thinking_block_start"
+    reply_id: str
+    block_id: str
+
+
+class ThinkingBlockDeltaEvent(AgentEvent):
+    type: Literal["thinking_block_delta"] = "thinking_block_delta"
+    reply_id: str
+    block_id: str
+    delta: str
+
+
+class ThinkingBlockEndEvent(AgentEvent):
+    type: Literal["thinking_block_end"] = "thinking_block_end"
+    reply_id: str
+    block_id: str
+
+
+class DataBlockStartEvent(AgentEvent):
+    type: Literal["data_block_start"] = "data_block_start"
+    reply_id: str
+    block_id: str
+    media_type: str = "application/octet-stream"
+
+
+class DataBlockDeltaEvent(AgentEvent):
+    type: Literal["data_block_delta"] = "data_block_delta"
+    reply_id: str
+    block_id: str
+    delta: str = Field(description="A base64 chunk of the block's bytes.")
+
+
+class DataBlockEndEvent(AgentEvent):
+    type: Literal["data_block_end"] = "data_block_end"
+    reply_id: str
+    block_id: str
+
+
+class HintBlockEvent(AgentEvent):
+    type: Literal["hint_block"] = "hint_block"
+    hint: str
+    reply_id: str | None = None
+
+
+# -- tool calls and results --------------------------------------------------------
+
+
+class ToolCallStartEvent(AgentEvent):
+    type: Literal["tool_call_start"] = "tool_call_start"
+    reply_id: str
+    tool_call_id: str
+    tool_call_name: str
+
+
+class ToolCallDeltaEvent(AgentEvent):
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    reply_id: str
+    tool_call_id: str
+    tool_call_name: str
+    delta: str = Field(description="A fragment of the call's JSON arguments.")
+
+
+class ToolCallEndEvent(AgentEvent):
+    type: Literal["tool_call_end"] = "tool_call_end"
+    reply_id: str
+    tool_call_id: str
+    tool_call_name: str
+
+
+class ToolResultStartEvent(AgentEvent):
+    type: Literal["tool_result_start"] = "tool_result_start"
+    reply_id: str
+    tool_call_id: str
+    tool_call_name: str
+
+
+class ToolResultTextDeltaEvent(AgentEvent):
+    type: Literal["tool_result_text_delta"] = "tool_result_text_delta"
+    reply_id: str
+    tool_call_id: str
+    tool_call_name: str
+    delta: str
+
+
+class ToolResultDataDeltaEvent(AgentEvent):
+    type: Literal["tool_result_data_delta"] = "tool_result_data_delta"
+    reply_id: str
+    tool_call_id: str
+    tool_call_name: str
+    delta: DataBlock
+
+
+class ToolResultEndEvent(AgentEvent):
+    type: Literal["tool_result_end"] = "tool_result_end"
+    reply_id: str
+    tool_call_id: str
+    tool_call_name: str
+    state: ToolResultState = ToolResultState.SUCCESS
+
+
+# -- control -----------------------------------------------------------------------
+
+
+class ExceedMaxItersEvent(AgentEvent):
+    type: Literal["exceed_max_iters"] = "exceed_max_iters"
+    max_iters: int
+    current_iter: int
+
+
+class RequestStopEvent(AgentEvent):
+    """Asks the loop to stop once the current step's stream is drained."""
+
+    type: Literal["request_stop"] = "request_stop"
+    reason: str = ""
+    generate_reason: GenerateReason = GenerateReason.MIDDLEWARE_STOP_REQUESTED
+
+
+class AllToolsDeniedEvent(AgentEvent):
+    type: Literal["all_tools_denied"] = "all_tools_denied"
+    denied_tool_calls: list[ToolUseBlock]
+
+
+class PermissionRule(Record):
+    """A permission rule: tool-name glob pattern and the decision it makes."""
+
+    __positional__ = ("pattern", "decision", "reason")
+    pattern: str
+    decision: Literal["allow", "ask", "deny"]
+    reason: str | None = None
+
+
+class ConfirmResult(Record):
+    """One user decision on a pending tool call (the call may carry edited input)."""
+
+    __positional__ = ("tool_call", "confirmed", "reason", "rules")
+    tool_call: ToolUseBlock
+    confirmed: bool
+    reason: str | None = None
+    rules: list[PermissionRule] | None = None
+
+
+class RequireUserConfirmEvent(AgentEvent):
+    type: Literal["require_user_confirm"] = "require_user_confirm"
+    reply_id: str
+    tool_calls: list[ToolUseBlock]
+
+
+class UserConfirmResultEvent(AgentEvent):
+    type: Literal["user_confirm_result"] = "user_confirm_result"
+    reply_id: str
+    confirm_results: list[ConfirmResult]
+
+
+class RequireExternalExecutionEvent(AgentEvent):
+    type: Literal["require_external_execution"] = "require_external_execution"
+    reply_id: str
+    tool_calls: list[ToolUseBlock]
+
+
+class ExternalExecutionResultEvent(AgentEvent):
+    type: Literal["external_execution_result"] = "external_execution_result"
+    reply_id: str
+    tool_results: list[ToolResultBlock]
+
+
+class CustomEvent(AgentEvent):
+    """An application-defined event; ``value`` must be JSON-serialisable to round-trip."""
+
+    type: Literal["custom"] = "custom"
+    name: str
+    value: Any = None
+
+
+AnyEvent = Annotated[
+    AgentStartEvent
+    | AgentEndEvent
+    | AgentResultEvent
+    | ModelCallStartEvent
+    | ModelCallEndEvent
+    | TextBlockStartEvent
+    | TextBlockDeltaEvent
+    | TextBlockEndEvent
+    | ThinkingBlockStartEvent
+    | ThinkingBlockDeltaEvent
+    | ThinkingBlockEndEvent
+    | DataBlockStartEvent
+    | DataBlockDeltaEvent
+    | DataBlockEndEvent
+    | HintBlockEvent
+    | ToolCallStartEvent
+    | ToolCallDeltaEvent
+    | ToolCallEndEvent
+    | ToolResultStartEvent
+    | ToolResultTextDeltaEvent
+    | ToolResultDataDeltaEvent
+    | ToolResultEndEvent
+    | ExceedMaxItersEvent
+    | RequestStopEvent
+    | AllToolsDeniedEvent
+    | RequireUserConfirmEvent
+    | UserConfirmResultEvent
+    | RequireExternalExecutionEvent
+    | ExternalExecutionResultEvent
+    | CustomEvent,
+    Field(discriminator="type"),
+]
+"""The union of every concrete event, discriminated by ``type``."""
+
+_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AnyEvent)
+
+
+def parse_event(data: str | bytes | bytearray | dict[str, Any]) -> AgentEvent:
+    """Rebuild the right :class:`AgentEvent` subclass from JSON text, bytes or a dict."""
+    if isinstance(data, dict):
+        return _ADAPTER.validate_python(data)
+    if isinstance(data, (str, bytes, bytearray)):
+        return _ADAPTER.validate_json(data)
+    raise TypeError(f"parse_event() takes JSON text, bytes or a dict, not {type(data).__name__}")

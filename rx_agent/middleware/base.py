@@ -1,0 +1,163 @@
+"""The middleware interface: seven extension points, each with a default.
+
+Subclass :class:`MiddlewareBase` and override the hooks you need. Which hooks run is
+decided by :meth:`MiddlewareBase.active_points` (a participation switch read once at
+build time), not by which methods are overridden.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+from reactivex import Observable
+
+from ..context import AgentState, RuntimeContext
+from ..event import AgentEvent
+from ..message import Msg
+from .inputs import ActingInput, AgentFinishOutcome, AgentInput, ModelCallInput, ReasoningInput
+
+if TYPE_CHECKING:
+    from ..model.base import ChatModel
+    from ..tool.toolkit import Toolkit
+    from .plan import ExecutionPlan
+
+__all__ = ["Agent", "ExtensionPoint", "MiddlewareBase", "Next"]
+
+
+class ExtensionPoint(enum.Enum):
+    """The seven places a middleware can hook."""
+
+    ON_AGENT = "on_agent"
+    ON_REASONING = "on_reasoning"
+    ON_ACTING = "on_acting"
+    ON_MODEL_CALL = "on_model_call"
+    ON_SYSTEM_PROMPT = "on_system_prompt"
+    ON_AGENT_STATE_READY = "on_agent_state_ready"
+    ON_AGENT_FINISH = "on_agent_finish"
+
+    @property
+    def kind(self) -> str:
+        """``"onion"``, ``"transformer"`` or ``"notification"``."""
+        if self in _ONION:
+            return "onion"
+        if self is ExtensionPoint.ON_SYSTEM_PROMPT:
+            return "transformer"
+        return "notification"
+
+
+_ONION = frozenset(
+    {
+        ExtensionPoint.ON_AGENT,
+        ExtensionPoint.ON_REASONING,
+        ExtensionPoint.ON_ACTING,
+        ExtensionPoint.ON_MODEL_CALL,
+    }
+)
+
+
+class Agent(Protocol):
+    """What hooks may rely on about the agent they run in."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> ChatModel: ...
+    @property
+    def toolkit(self) -> Toolkit: ...
+    @property
+    def plan(self) -> ExecutionPlan: ...
+    def interrupt(self, ctx: RuntimeContext | None = None) -> bool: ...
+
+
+Next: TypeAlias = Callable[[Any], Observable[AgentEvent]]
+"""``next(input)`` enters the next layer and returns its event stream."""
+
+
+class MiddlewareBase:
+    """Base class for middlewares; every hook defaults to pass-through or no-op.
+
+    Onion hooks (``on_agent``, ``on_reasoning``, ``on_acting``, ``on_model_call``) take
+    ``(agent, ctx, input, next)`` and return an ``Observable[AgentEvent]``; call
+    ``next(input)`` zero, one or several times and use any RxPY operator on its
+    stream. ``on_system_prompt`` transforms the prompt (``str`` or one-item
+    Observable). ``on_agent_state_ready`` is a synchronous notification;
+    ``on_agent_finish`` may return an Observable (or awaitable) that is awaited.
+    """
+
+    def order(self) -> int:
+        """Higher is outer; ties keep registration order. Default ``1``."""
+        return 1
+
+    def active_points(self) -> Collection[ExtensionPoint] | None:
+        """The points this middleware takes part in; ``None`` (default) means all.
+
+        Read once when the agent is built. An omitted point is never invoked even
+        if its hook is overridden; an empty set keeps the middleware registered but
+        silent.
+        """
+        return None
+
+    def on_agent(
+        self,
+        agent: Agent,
+        ctx: RuntimeContext,
+        input: AgentInput,
+        next: Callable[[AgentInput], Observable[AgentEvent]],
+    ) -> Observable[AgentEvent]:
+        """Wraps a whole call; its output is what ``agent.stream()`` returns."""
+        return next(input)
+
+    def on_reasoning(
+        self,
+        agent: Agent,
+        ctx: RuntimeContext,
+        input: ReasoningInput,
+        next: Callable[[ReasoningInput], Observable[AgentEvent]],
+    ) -> Observable[AgentEvent]:
+        """Wraps one reasoning step (one per ReAct round)."""
+        return next(input)
+
+    def on_acting(
+        self,
+        agent: Agent,
+        ctx: RuntimeContext,
+        input: ActingInput,
+        next: Callable[[ActingInput], Observable[AgentEvent]],
+    ) -> Observable[AgentEvent]:
+        """Wraps the execution of one batch of tool calls."""
+        return next(input)
+
+    def on_model_call(
+        self,
+        agent: Agent,
+        ctx: RuntimeContext,
+        input: ModelCallInput,
+        next: Callable[[ModelCallInput], Observable[AgentEvent]],
+    ) -> Observable[AgentEvent]:
+        """Wraps one model API call (reasoning calls and the max-iterations summary)."""
+        return next(input)
+
+    def on_system_prompt(
+        self, agent: Agent, ctx: RuntimeContext, current_prompt: str
+    ) -> Observable[str] | str:
+        """Transforms the system prompt once per call (left to right in plan order)."""
+        return current_prompt
+
+    def on_agent_state_ready(
+        self, agent: Agent, ctx: RuntimeContext, state: AgentState, input_messages: list[Msg]
+    ) -> None:
+        """Called once per subscription once ``state`` is bound, before the input is
+        merged. ``input_messages`` is a private copy: in-place edits apply to the call."""
+        return
+
+    def on_agent_finish(
+        self, agent: Agent, ctx: RuntimeContext, outcome: AgentFinishOutcome
+    ) -> Observable[Any] | None:
+        """Called after the result is known, before state is saved; may return an
+        Observable (or awaitable) that is awaited before the caller is signalled."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

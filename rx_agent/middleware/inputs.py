@@ -1,0 +1,113 @@
+"""Immutable input records passed through the onion hooks.
+
+A middleware changes an input by making a changed copy (``inp.with_(messages=...)``)
+and passing it to ``next``; the records themselves never change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
+from ..message import GenerateReason, Msg, ToolUseBlock
+from ..options import GenerateOptions
+
+if TYPE_CHECKING:
+    from ..model.base import ChatModel
+
+__all__ = [
+    "ActingInput",
+    "AgentFinishOutcome",
+    "AgentInput",
+    "ModelCallInput",
+    "ReasoningInput",
+    "ToolSchema",
+]
+
+ToolSchema = dict[str, Any]
+"""``{"name", "description", "parameters"}``; ``parameters`` is a JSON Schema object."""
+
+_R = TypeVar("_R")
+
+
+def _tuple(record: object, name: str) -> None:
+    value = getattr(record, name)
+    if not isinstance(value, tuple):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise TypeError(
+                f"{type(record).__name__}.{name} must be a sequence, not {type(value).__name__}"
+            )
+        object.__setattr__(record, name, tuple(value))
+
+
+class _WithMixin:
+    __slots__ = ()
+
+    def with_(self: _R, **changes: Any) -> _R:
+        """A copy of this input with ``changes`` applied (the original is unchanged)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInput(_WithMixin):
+    """Input of ``on_agent``: the call's messages (``resume`` when continuing a pause)."""
+
+    msgs: tuple[Msg, ...]
+    resume: UserConfirmResultEvent | ExternalExecutionResultEvent | None = None
+
+    def __post_init__(self) -> None:
+        _tuple(self, "msgs")
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningInput(_WithMixin):
+    """Input of ``on_reasoning``: the model input of one ReAct round.
+
+    ``messages`` starts with the system message (when there is one) followed by the
+    session context; edits here reach the model but are not written to the context.
+    """
+
+    messages: tuple[Msg, ...]
+    tools: tuple[ToolSchema, ...] = ()
+    options: GenerateOptions = field(default_factory=GenerateOptions)
+    iteration: int = 1
+
+    def __post_init__(self) -> None:
+        _tuple(self, "messages")
+        _tuple(self, "tools")
+
+
+@dataclass(frozen=True, slots=True)
+class ActingInput(_WithMixin):
+    """Input of ``on_acting``: the batch of tool calls made by one reasoning step."""
+
+    tool_calls: tuple[ToolUseBlock, ...]
+
+    def __post_init__(self) -> None:
+        _tuple(self, "tool_calls")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallInput(_WithMixin):
+    """Input of ``on_model_call``: one model API call."""
+
+    messages: tuple[Msg, ...]
+    tools: tuple[ToolSchema, ...]
+    options: GenerateOptions
+    model: ChatModel
+
+    def __post_init__(self) -> None:
+        _tuple(self, "messages")
+        _tuple(self, "tools")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFinishOutcome:
+    """What ``on_agent_finish`` is told: the result message, or the error."""
+
+    result: Msg | None = None
+    error: BaseException | None = None
+    reason: GenerateReason | None = None

@@ -1,0 +1,395 @@
+"""Tools: ``@tool`` functions, their JSON schemas, validation and execution.
+
+A tool is a plain or ``async`` function (or an async generator that streams text).
+Its JSON Schema comes from the type hints through pydantic; a parameter annotated
+:class:`RuntimeContext` is injected by the runtime and hidden from the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Executor
+from typing import Any, Literal, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from ..context import RuntimeContext
+
+__all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
+
+Permission = Literal["allow", "ask", "deny"]
+_PERMISSIONS = ("allow", "ask", "deny")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class ToolArgumentError(ValueError):
+    """A tool call's arguments do not match the tool's schema."""
+
+
+def _split_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """The summary and the per-parameter descriptions of a Google/NumPy-ish docstring."""
+    if not doc:
+        return "", {}
+    text = inspect.cleandoc(doc)
+    params: dict[str, str] = {}
+    match = re.search(r"^(Args|Arguments|Parameters|Params):\s*$", text, re.MULTILINE)
+    if not match:
+        return text.strip(), params
+    summary = text[: match.start()].strip()
+    current: str | None = None
+    for line in text[match.end():].splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith((" ", "\t")) and line.rstrip().endswith(":"):
+            break  # next section (Returns:, Raises:)
+        item = re.match(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
+        if item and (current is None or len(line) - len(line.lstrip()) <= 4):
+            current = item.group(1).lstrip("*")
+            params[current] = item.group(2).strip()
+        elif current is not None:
+            params[current] = f"{params[current]} {line.strip()}".strip()
+    return summary, params
+
+
+def _strip_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {
+            k: _strip_titles(v)
+            for k, v in schema.items()
+            if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+class Tool:
+    """A function exposed to the model, with its schema and execution policy."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        permission: Permission = "allow",
+        external: bool = False,
+        concurrency_safe: bool = False,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"a tool must be callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.name: str = name or str(getattr(fn, "__name__", ""))
+        if not _NAME_RE.match(self.name):
+            raise ValueError(
+                f"tool name {self.name!r} is invalid: use 1-64 letters, digits, '_', '.' or '-'"
+            )
+        if permission not in _PERMISSIONS:
+            raise ValueError(f"permission must be one of {_PERMISSIONS}, got {permission!r}")
+        self.permission: Permission = permission
+        self.external = external
+        self.concurrency_safe = concurrency_safe
+        summary, param_docs = _split_docstring(inspect.getdoc(fn))
+        self.description = description if description is not None else summary
+        self._args_model, self.context_params = self._build_model(fn, param_docs)
+        self.parameters: dict[str, Any] = _strip_titles(self._args_model.model_json_schema())
+        self.parameters.setdefault("properties", {})
+        self.is_async_gen = inspect.isasyncgenfunction(fn)
+        self.is_async = inspect.iscoroutinefunction(fn) or (
+            not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+        )
+        functools.update_wrapper(self, fn)
+
+    def _build_model(
+        self, fn: Callable[..., Any], docs: dict[str, str]
+    ) -> tuple[type[BaseModel], tuple[str, ...]]:
+        sig = inspect.signature(fn)
+        try:
+            hints = get_type_hints(fn, include_extras=True)
+        except Exception as exc:  # unresolved forward refs: say which tool
+            raise TypeError(f"cannot read the type hints of tool {self.name!r}: {exc}") from exc
+        fields: dict[str, Any] = {}
+        ctx_params: list[str] = []
+        for pname, param in sig.parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            annotation = hints.get(pname, Any)
+            if annotation is RuntimeContext or annotation == RuntimeContext | None:
+                ctx_params.append(pname)
+                continue
+            default = ... if param.default is param.empty else param.default
+            if isinstance(default, FieldInfo):
+                info = default
+            else:
+                info = FieldInfo(default=default, description=docs.get(pname))
+            if info.description is None and pname in docs:
+                info.description = docs[pname]
+            fields[pname] = (annotation, info)
+        model = create_model(
+            f"{self.name}_arguments",
+            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+            **fields,
+        )
+        return model, tuple(ctx_params)
+
+    # -- descriptor: ``@tool`` on a method binds like a method ----------------------
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Tool:
+        if obj is None:
+            return self
+        bound = Tool.__new__(Tool)
+        bound.__dict__.update(self.__dict__)
+        bound.fn = self.fn.__get__(obj, objtype)
+        return bound
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}`` as sent to the model."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The keyword arguments for the function, or :class:`ToolArgumentError`."""
+        if not isinstance(arguments, dict):
+            raise ToolArgumentError(
+                f"arguments of tool {self.name!r} must be a JSON object, "
+                f"got {type(arguments).__name__}"
+            )
+        try:
+            parsed = self._args_model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ToolArgumentError(
+                f"invalid arguments for tool {self.name!r}: {problems}"
+            ) from None
+        return {k: getattr(parsed, k) for k in type(parsed).model_fields}
+
+    def invoke(
+        self,
+        kwargs: dict[str, Any],
+        ctx: RuntimeContext | None,
+        executor: Executor | None = None,
+    ) -> Any:
+        """Start the tool: an awaitable of its result, or an async iterator of chunks.
+
+        Must be called on the event loop. Synchronous functions run on ``executor``
+        (the loop's default pool when ``None``) with the caller's contextvars, so the
+        loop never blocks.
+        """
+        call_kwargs = dict(kwargs)
+        for pname in self.context_params:
+            call_kwargs[pname] = ctx
+        if self.is_async_gen:
+            return self.fn(**call_kwargs)
+        if self.is_async:
+            return self.fn(**call_kwargs)
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        runner = functools.partial(context.run, self._run_sync, call_kwargs)
+        return loop.run_in_executor(executor, runner)
+
+    def _run_sync(self, call_kwargs: dict[str, Any]) -> Any:
+        result = self.fn(**call_kwargs)
+        if inspect.isgenerator(result):
+            return list(result)  # a sync generator: drained off-loop
+        if inspect.isawaitable(result):
+            return _Awaitable(result)
+        return result
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r}, permission={self.permission!r})"
+
+
+class _Awaitable:
+    """Marks an awaitable returned by a sync callable (awaited on the loop)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+async def resolve(started: Any) -> Any:
+    """Await what :meth:`Tool.invoke` started (not for async iterators)."""
+    value = await started
+    while isinstance(value, _Awaitable):
+        value = await value.value
+    return value
+
+
+def is_stream(started: Any) -> bool:
+    return isinstance(started, AsyncIterator)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    permission: Permission = "allow",
+    external: bool = False,
+    concurrency_safe: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    permission: Permission = "allow",
+    external: bool = False,
+    concurrency_safe: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function a tool: ``@tool`` or ``@tool(name=..., description=...)``.
+
+    The decorated function stays callable. Its name is the function's ``__name__``
+    unless given; its description is the docstring's summary; parameter descriptions
+    come from the docstring's ``Args:`` section or ``Annotated[..., Field(...)]``.
+    """
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            permission=permission,
+            external=external,
+            concurrency_safe=concurrency_safe,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class Toolkit:
+    """The tools an agent may call, by name."""
+
+    def __init__(
+        self, tools: list[Callable[..., Any]] | None = None, *, executor: Executor | None = None
+    ) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.executor = executor
+        for fn in tools or ():
+            self.register_tool(fn)
+
+    def register_tool(
+        self,
+        fn: Callable[..., Any] | object,
+        permission: Permission | None = None,
+        external: bool | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        concurrency_safe: bool | None = None,
+    ) -> Tool:
+        """Register a function (or ``@tool``) — or every ``@tool`` method of an object.
+
+        ``permission`` (``"allow"``, ``"ask"`` or ``"deny"``; default allow) is the
+        tool's default decision; ``external=True`` means the tool runs outside the
+        agent (the agent asks the caller to run it).
+        """
+        if permission is not None and permission not in _PERMISSIONS:
+            raise ValueError(f"permission must be one of {_PERMISSIONS}, got {permission!r}")
+        if not callable(fn) or (not isinstance(fn, Tool) and _tool_methods(fn)):
+            methods = _tool_methods(fn)
+            if not methods:
+                raise TypeError(
+                    f"cannot register {type(fn).__name__}: not callable and has no @tool methods"
+                )
+            last: Tool | None = None
+            for method in methods:
+                last = self.register_tool(
+                    method, permission, external, concurrency_safe=concurrency_safe
+                )
+            assert last is not None
+            return last
+        base = fn if isinstance(fn, Tool) else None
+        spec = Tool(
+            base.fn if base else fn,
+            name=name or (base.name if base else None),
+            description=description if description is not None
+            else (base.description if base else None),
+            permission=permission or (base.permission if base else "allow"),
+            external=external if external is not None else (base.external if base else False),
+            concurrency_safe=concurrency_safe if concurrency_safe is not None
+            else (base.concurrency_safe if base else False),
+        )
+        if spec.name in self._tools:
+            raise ValueError(f"a tool named {spec.name!r} is already registered")
+        self._tools[spec.name] = spec
+        return spec
+
+    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """Decorator form of :meth:`register_tool` (``@toolkit.tool`` or with options)."""
+        if fn is not None:
+            self.register_tool(fn)
+            return fn
+
+        def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+            self.register_tool(f, **options)
+            return f
+
+        return wrap
+
+    def remove_tool(self, name: str) -> None:
+        if name not in self._tools:
+            raise KeyError(f"no tool named {name!r}")
+        del self._tools[name]
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """One ``{"name", "description", "parameters"}`` dict per tool."""
+        return [t.schema for t in self._tools.values()]
+
+    def __repr__(self) -> str:
+        return f"Toolkit({self.names!r})"
+
+
+def _tool_methods(obj: object) -> list[Tool]:
+    found = []
+    for attr in dir(type(obj)):
+        if isinstance(inspect.getattr_static(type(obj), attr, None), Tool):
+            found.append(getattr(obj, attr))
+    return found
+
+
+def tool_output_text(value: Any) -> str:
+    """A tool's return value as text for the model."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
