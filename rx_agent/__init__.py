@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .agent import NoResultError, ReActAgent, ReActAgentBuilder
+from .agent import NoResultError, ReActAgent, ReActAgentBuilder, ResumeError
 from .context import AgentState, RuntimeContext
 from .event import (
     AgentEndEvent,
@@ -149,6 +149,7 @@ __all__ = [
     "RequestStopEvent",
     "RequireExternalExecutionEvent",
     "RequireUserConfirmEvent",
+    "ResumeError",
     "Role",
     "RuntimeContext",
     "ScriptedModel",

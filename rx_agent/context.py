@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .event import PermissionRule
 from .message import Msg, ToolUseBlock
 
 __all__ = ["AgentState", "PendingToolCalls", "RuntimeContext"]
@@ -21,11 +22,12 @@ class PendingToolCalls(BaseModel):
     """Tool calls a paused reply waits on (user confirmation or external execution)."""
 
     reply_id: str
-    kind: str = Field(description='"confirm" or "external".')
-    tool_calls: list[ToolUseBlock]
-    # Calls of the same batch that are not waiting (already allowed or denied) and
-    # still have to run or be closed when the reply resumes.
-    other_calls: list[ToolUseBlock] = Field(default_factory=list)
+    kind: Literal["confirm", "external"]
+    tool_calls: list[ToolUseBlock] = Field(description="The calls waiting for an answer.")
+    batch: list[ToolUseBlock] = Field(
+        description="Every unresolved call of the paused batch, in call order (the "
+        "waiting ones and those that run once the reply resumes)."
+    )
 
 
 class AgentState(BaseModel):
@@ -41,7 +43,9 @@ class AgentState(BaseModel):
     user_id: str | None = None
     context: list[Msg] = Field(default_factory=list)
     pending: PendingToolCalls | None = None
-    permission_rules: list[dict[str, Any]] = Field(default_factory=list)
+    permission_rules: list[PermissionRule] = Field(
+        default_factory=list, description="Rules the user asked to remember (HITL)."
+    )
     data: dict[str, Any] = Field(default_factory=dict)
 
 

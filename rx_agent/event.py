@@ -6,6 +6,8 @@ and a ``type`` discriminator, so ``parse_event(e.model_dump_json())`` rebuilds i
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, TypeAdapter
@@ -273,12 +275,24 @@ class AllToolsDeniedEvent(AgentEvent):
 
 
 class PermissionRule(Record):
-    """A permission rule: tool-name glob pattern and the decision it makes."""
+    """A permission rule: which tool calls it matches and the decision it makes.
 
-    __positional__ = ("pattern", "decision", "reason")
-    pattern: str
+    ``pattern`` is a glob over the tool name (``"fs.*"``, ``"*"``); ``when`` is an
+    optional predicate over the call's arguments (not serialised: rules a user
+    remembers through :class:`ConfirmResult` are pattern-only). Among the rules that
+    match a call, ``deny`` beats ``ask`` beats ``allow``.
+    """
+
+    __positional__ = ("pattern", "decision", "reason", "when")
+    pattern: str = "*"
     decision: Literal["allow", "ask", "deny"]
     reason: str | None = None
+    when: Callable[[dict[str, Any]], bool] | None = Field(default=None, exclude=True)
+
+    def matches(self, tool_name: str, arguments: dict[str, Any]) -> bool:
+        if not fnmatch.fnmatchcase(tool_name, self.pattern):
+            return False
+        return self.when is None or bool(self.when(arguments))
 
 
 class ConfirmResult(Record):

@@ -1,5 +1,5 @@
 """The ReAct agent."""
 
-from .react import NoResultError, ReActAgent, ReActAgentBuilder
+from .react import NoResultError, ReActAgent, ReActAgentBuilder, ResumeError
 
-__all__ = ["NoResultError", "ReActAgent", "ReActAgentBuilder"]
+__all__ = ["NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]

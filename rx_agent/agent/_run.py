@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import reactivex
 from reactivex import Observable
@@ -20,19 +20,24 @@ from reactivex.disposable import Disposable
 
 from .._record import new_id
 from .._rx import await_observable, from_coroutine, running_loop
-from ..context import AgentState, RuntimeContext
+from ..context import AgentState, PendingToolCalls, RuntimeContext
 from ..event import (
     AgentEndEvent,
     AgentEvent,
     AgentResultEvent,
     AgentStartEvent,
+    AllToolsDeniedEvent,
     ExceedMaxItersEvent,
+    ExternalExecutionResultEvent,
     ModelCallStartEvent,
     RequestStopEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
     ToolResultDataDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
     ToolResultTextDeltaEvent,
+    UserConfirmResultEvent,
 )
 from ..message import (
     DataBlock,
@@ -72,6 +77,13 @@ _SUMMARY_HINT = (
     "summarize what you found and answer the user as well as you can now."
 )
 _INTERRUPTED_TEXT = "The reply was interrupted."
+
+
+ResumeEvent: TypeAlias = UserConfirmResultEvent | ExternalExecutionResultEvent
+
+
+class ResumeError(ValueError):
+    """A resume input does not fit the paused reply (wrong ids, kind or reply id)."""
 
 
 class _Interrupted(Exception):
@@ -126,6 +138,7 @@ class Run:
         self.round_acc: MessageAccumulator | None = None
         self.capture: MessageAccumulator | None = None
         self.system_prompt: str | None = None
+        self.user_denied: dict[str, str] = {}
         self.tools: tuple[dict[str, Any], ...] = ()
 
         plan = agent.plan
@@ -356,16 +369,26 @@ class Run:
         self, state: AgentState, input_messages: list[Msg], inp: AgentInput
     ) -> Msg:
         agent = self.agent
-        resumed = await self._resume(state, inp) if inp.resume is not None else None
+        resume = inp.resume
+        if resume is not None:
+            self._check_resume(state, resume)  # raises before anything changes
+        elif state.pending is not None:
+            self._abandon_pending(state)
         state.context.extend(input_messages)
-        if resumed is not None:
-            return resumed
         if self.interrupted:
             return self._close_interrupted(state)
         self.system_prompt = await self._system_prompt()
         self._system_msg = Msg(role=Role.SYSTEM, content=self.system_prompt)
         self.tools = tuple(agent.toolkit.schemas())
         options = agent.generate_options
+        if resume is not None:
+            paused = await self._resume(state, resume)
+            if paused is not None:
+                return paused
+            if self.interrupted:
+                return self._close_interrupted(state)
+            if self.stop_request is not None:
+                return self._close_stopped(state, None)
 
         for iteration in range(1, agent.max_iters + 1):
             if self.interrupted:
@@ -498,16 +521,22 @@ class Run:
         self._close_orphans(state, ToolResultState.INTERRUPTED, "Interrupted before it finished.")
         return self._placeholder(state, GenerateReason.INTERRUPTED, _INTERRUPTED_TEXT)
 
-    def _close_orphans(self, state: AgentState, result_state: ToolResultState, text: str) -> None:
+    def _close_orphans(
+        self,
+        state: AgentState,
+        result_state: ToolResultState,
+        text: str,
+        only: set[str] | None = None,
+    ) -> None:
         """Give every tool call in the context that has no result a synthesized one."""
         answered = {
             b.id for m in state.context if m.role is Role.TOOL for b in m.tool_results
         }
-        for msg in state.context:
+        for msg in list(state.context):
             if msg.role is not Role.ASSISTANT:
                 continue
             for call in msg.tool_calls:
-                if call.id not in answered:
+                if call.id not in answered and (only is None or call.id in only):
                     answered.add(call.id)
                     block = ToolResultBlock(id=call.id, name=call.name, output=text,
                                             state=result_state)
@@ -516,7 +545,11 @@ class Run:
                                              name=call.name))
 
     def emit_result_events(self, reply_id: str, block: ToolResultBlock) -> None:
-        emit = self.emit
+        self._emit_block(reply_id, block, self.emit)
+
+    def _emit_block(
+        self, reply_id: str, block: ToolResultBlock, emit: Callable[[AgentEvent], None]
+    ) -> None:
         common = {"reply_id": reply_id, "tool_call_id": block.id, "tool_call_name": block.name}
         emit(ToolResultStartEvent.make(self.source, **common))
         if block.text:
@@ -577,24 +610,222 @@ class Run:
 
     # -- acting ------------------------------------------------------------------
 
-    async def _resume(self, state: AgentState, inp: AgentInput) -> Msg | None:
-        """Continue a reply paused for confirmation or external execution."""
-        raise ValueError(
-            f"session {self.key.session_id!r} has no paused reply to resume "
-            f"(got {type(inp.resume).__name__})"
-        )
+    def _check_resume(self, state: AgentState, event: ResumeEvent) -> None:
+        """Validate a resume input against the paused reply; raise before any change."""
+        confirm = isinstance(event, UserConfirmResultEvent)
+        pending = state.pending
+        what = "user confirmation" if confirm else "external tool results"
+        if pending is None:
+            raise ResumeError(
+                f"session {self.key.session_id!r} is not paused: it is not waiting for {what}"
+            )
+        if pending.kind != ("confirm" if confirm else "external"):
+            waiting = "user confirmation" if pending.kind == "confirm" else "external results"
+            raise ResumeError(
+                f"session {self.key.session_id!r} is waiting for {waiting}, not for {what}"
+            )
+        if event.reply_id != pending.reply_id:
+            raise ResumeError(
+                f"reply_id {event.reply_id!r} does not match the paused reply "
+                f"{pending.reply_id!r}"
+            )
+        if isinstance(event, UserConfirmResultEvent):
+            ids = [c.tool_call.id for c in event.confirm_results]
+        else:
+            ids = [r.id for r in event.tool_results]
+        if not ids:
+            raise ResumeError(f"the {type(event).__name__} has no results")
+        seen: set[str] = set()
+        duplicates = sorted({i for i in ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+        if duplicates:
+            raise ResumeError(f"duplicate tool call ids: {', '.join(duplicates)}")
+        waiting_ids = [c.id for c in pending.tool_calls]
+        unknown = [i for i in ids if i not in waiting_ids]
+        if unknown:
+            raise ResumeError(
+                f"tool call ids not pending: {', '.join(unknown)} "
+                f"(pending: {', '.join(waiting_ids)})"
+            )
+        missing = [i for i in waiting_ids if i not in seen]
+        if missing:
+            raise ResumeError(f"no answer for pending tool calls: {', '.join(missing)}")
+        if isinstance(event, UserConfirmResultEvent):
+            names = {c.id: c.name for c in pending.tool_calls}
+            for result in event.confirm_results:
+                if result.tool_call.name != names[result.tool_call.id]:
+                    raise ResumeError(
+                        f"tool call {result.tool_call.id!r} is a call to "
+                        f"{names[result.tool_call.id]!r}; the confirmation names "
+                        f"{result.tool_call.name!r}"
+                    )
+
+    async def _resume(self, state: AgentState, event: ResumeEvent) -> Msg | None:
+        """Continue the paused batch; a message when the reply pauses or ends again."""
+        pending = state.pending
+        assert pending is not None
+        state.pending = None
+        if isinstance(event, ExternalExecutionResultEvent):
+            self.emit(ExternalExecutionResultEvent.make(
+                self.source, reply_id=event.reply_id, tool_results=list(event.tool_results)))
+            by_id = {r.id: r for r in event.tool_results}
+            for call in pending.tool_calls:
+                result = by_id[call.id]
+                state.context.append(Msg(role=Role.TOOL, content=[result], name=result.name))
+            return None
+        self.emit(UserConfirmResultEvent.make(
+            self.source, reply_id=event.reply_id, confirm_results=list(event.confirm_results)))
+        denied: dict[str, str] = {}
+        edited: dict[str, ToolUseBlock] = {}
+        for decision in event.confirm_results:
+            if decision.rules:
+                state.permission_rules.extend(decision.rules)
+            call = decision.tool_call
+            if decision.confirmed:
+                edited[call.id] = call
+            else:
+                denied[call.id] = decision.reason or "Denied by the user."
+        if edited:
+            self._apply_edits(state, edited)
+        calls = [edited.get(c.id, c) for c in pending.batch]
+        return await self._dispatch(state, calls, confirmed=set(edited), denied=denied)
+
+    @staticmethod
+    def _apply_edits(state: AgentState, edited: dict[str, ToolUseBlock]) -> None:
+        """Store the arguments the user approved, so the history shows what ran."""
+        for msg in reversed(state.context):
+            if msg.role is not Role.ASSISTANT:
+                continue
+            for i, block in enumerate(msg.content):
+                if isinstance(block, ToolUseBlock) and block.id in edited:
+                    new = edited[block.id]
+                    if new.input != block.input:
+                        msg.content[i] = block.model_copy(update={"input": dict(new.input),
+                                                                  "raw_input": None})
+
+    def _abandon_pending(self, state: AgentState) -> None:
+        """A new message arrived instead of an answer: close the paused calls."""
+        state.pending = None
+        self._close_orphans(state, ToolResultState.INTERRUPTED,
+                            "Not executed: the user sent a new message instead of answering.")
+
+    def _decide(self, call: ToolUseBlock, tool: Tool | None) -> tuple[str, str | None]:
+        """ALLOW / ASK / DENY for one call: deny beats ask beats allow among matching
+        rules (remembered, agent-level, tool-level); else the tool's default."""
+        state = self.state
+        assert state is not None
+        rules = [*state.permission_rules, *self.agent.permission_rules,
+                 *(tool.rules if tool is not None else ())]
+        found: dict[str, str | None] = {}
+        for rule in rules:
+            try:
+                hit = rule.matches(call.name, call.input)
+            except Exception as exc:  # a broken predicate fails closed
+                found.setdefault("deny", f"permission rule failed: {exc}")
+                continue
+            if hit:
+                found.setdefault(rule.decision, rule.reason)
+        for decision in ("deny", "ask", "allow"):
+            if decision in found:
+                return decision, found[decision]
+        return (tool.permission if tool is not None else "allow"), None
 
     async def _act(self, state: AgentState, msg: Msg) -> Msg | None:
-        """Run the round's tool calls through ``on_acting``; a message when paused."""
-        batch = ActingInput(tuple(msg.tool_calls))
-        try:
-            await self._step(self.acting_chain(batch), watch_stop=True)
-        except _Interrupted:
-            return self._close_interrupted(state)
-        # Calls the chain did not run (a middleware short-circuited) still get results.
-        self._close_orphans(state, ToolResultState.ERROR,
-                            "Not executed: the on_acting chain did not run this tool call.")
+        """Run the round's tool calls; a message when the reply pauses."""
+        return await self._dispatch(state, msg.tool_calls)
+
+    async def _dispatch(
+        self,
+        state: AgentState,
+        calls: list[ToolUseBlock],
+        confirmed: set[str] | None = None,
+        denied: dict[str, str] | None = None,
+    ) -> Msg | None:
+        """Decide permissions, run what may run through ``on_acting``, and pause for
+        confirmation or external execution when needed."""
+        confirmed = confirmed or set()
+        denied = denied or {}
+        toolkit = self.agent.toolkit
+        run: list[ToolUseBlock] = []
+        ask: list[ToolUseBlock] = []
+        external: list[ToolUseBlock] = []
+        for call in calls:
+            tool = toolkit.get(call.name)
+            if call.id in denied:
+                run.append(call)  # the core writes the user's denial
+                continue
+            if call.id not in confirmed:
+                decision, reason = self._decide(call, tool)
+                if decision == "deny":
+                    block = ToolResultBlock(id=call.id, name=call.name,
+                                            output=reason or "permission denied by rules",
+                                            state=ToolResultState.DENIED)
+                    self.emit_result_events(new_id(), block)
+                    state.context.append(Msg(role=Role.TOOL, content=[block], name=call.name))
+                    continue
+                if decision == "ask":
+                    ask.append(call)
+                    continue
+            if tool is not None and tool.external:
+                external.append(call)
+            else:
+                run.append(call)
+        if ask:
+            waiting = {c.id for c in ask}
+            rest = {c.id for c in run} | {c.id for c in external}
+            batch = [c for c in calls if c.id in waiting or c.id in rest]
+            return self._pause(state, "confirm", ask, batch, denied)
+        if run:
+            self.user_denied = denied
+            try:
+                await self._step(self.acting_chain(ActingInput(tuple(run))), watch_stop=True)
+            except _Interrupted:
+                return self._close_interrupted(state)
+            finally:
+                self.user_denied = {}
+            # Calls the chain did not run (a middleware short-circuited) still get results.
+            self._close_orphans(state, ToolResultState.ERROR,
+                                "Not executed: the on_acting chain did not run this tool call.",
+                                only={c.id for c in run})
+        if external and not self.interrupted and self.stop_request is None:
+            return self._pause(state, "external", external, external, {})
         return None
+
+    def _pause(
+        self,
+        state: AgentState,
+        kind: Literal["confirm", "external"],
+        waiting: list[ToolUseBlock],
+        batch: list[ToolUseBlock],
+        denied: dict[str, str],
+    ) -> Msg:
+        reply_id = new_id()
+        # Denials the user already gave (a mixed batch paused again) are kept as results.
+        for call in batch:
+            if call.id in denied:
+                self._write_denied(state, call, denied[call.id])
+        batch = [c for c in batch if c.id not in denied]
+        state.pending = PendingToolCalls(reply_id=reply_id, kind=kind,
+                                         tool_calls=list(waiting), batch=list(batch))
+        if kind == "confirm":
+            reason = GenerateReason.PERMISSION_ASKING
+            self.emit(RequireUserConfirmEvent.make(self.source, reply_id=reply_id,
+                                                   tool_calls=list(waiting)))
+            self.emit(RequestStopEvent.make(
+                self.source, reason="Waiting for the user to confirm tool calls.",
+                generate_reason=reason))
+        else:
+            reason = GenerateReason.TOOL_SUSPENDED
+            self.emit(RequireExternalExecutionEvent.make(self.source, reply_id=reply_id,
+                                                         tool_calls=list(waiting)))
+        # Not stored: the context must go on with the results of these calls.
+        return Msg(role=Role.ASSISTANT, content=list(waiting), name=self.agent.name,
+                   generate_reason=reason, metadata={"reply_id": reply_id})
+
+    def _write_denied(self, state: AgentState, call: ToolUseBlock, reason: str) -> None:
+        block = ToolResultBlock(id=call.id, name=call.name, output=reason,
+                                state=ToolResultState.DENIED)
+        self.emit_result_events(new_id(), block)
+        state.context.append(Msg(role=Role.TOOL, content=[block], name=call.name))
 
     async def _execute_batch(
         self, calls: tuple[ToolUseBlock, ...], emit: Callable[[AgentEvent], None]
@@ -605,16 +836,31 @@ class Run:
         assert state is not None
         reply_id = new_id()
         toolkit = self.agent.toolkit
+        denied = self.user_denied
 
         def record(block: ToolResultBlock) -> None:
             state.context.append(Msg(role=Role.TOOL, content=[block], name=block.name))
 
-        concurrent = len(calls) > 1 and all(
+        if denied and all(c.id in denied for c in calls):
+            for call in calls:
+                block = ToolResultBlock(id=call.id, name=call.name, output=denied[call.id],
+                                        state=ToolResultState.DENIED)
+                self._emit_block(reply_id, block, emit)
+                record(block)
+            emit(AllToolsDeniedEvent.make(self.source, denied_tool_calls=list(calls)))
+            return
+        concurrent = len(calls) > 1 and not denied and all(
             (t := toolkit.get(c.name)) is not None and t.concurrency_safe for c in calls
         )
         if not concurrent:
             for call in calls:
-                record(await self.run_tool(call, reply_id, emit))
+                if call.id in denied:
+                    block = ToolResultBlock(id=call.id, name=call.name, output=denied[call.id],
+                                            state=ToolResultState.DENIED)
+                    self._emit_block(reply_id, block, emit)
+                    record(block)
+                else:
+                    record(await self.run_tool(call, reply_id, emit))
             return
         assert self.loop is not None
         tasks = [self.loop.create_task(self.run_tool(c, reply_id, emit)) for c in calls]
@@ -688,6 +934,21 @@ class Run:
                         emit(ToolResultDataDeltaEvent.make(source, delta=block, **common))
         emit(ToolResultEndEvent.make(source, state=state, **common))
         return ToolResultBlock(id=call.id, name=call.name, output=output, state=state)
+
+
+def close_pending(state: AgentState) -> None:
+    """Close a paused reply's calls with INTERRUPTED results (no stream to tell)."""
+    pending = state.pending
+    if pending is None:
+        return
+    state.pending = None
+    answered = {b.id for m in state.context if m.role is Role.TOOL for b in m.tool_results}
+    for call in pending.batch:
+        if call.id not in answered:
+            block = ToolResultBlock(id=call.id, name=call.name,
+                                    output="Interrupted while waiting for an answer.",
+                                    state=ToolResultState.INTERRUPTED)
+            state.context.append(Msg(role=Role.TOOL, content=[block], name=call.name))
 
 
 def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:

@@ -39,6 +39,17 @@ class SessionSlots:
         with self._lock:
             return {k: s.active for k, s in self._slots.items() if s.active is not None}
 
+    def try_acquire(self, key: SessionKey, run: Any) -> bool:
+        """Take ``key``'s slot for ``run`` if it is free, without waiting."""
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot()
+            if slot.active is None:
+                slot.active = run
+                return True
+            return False
+
     async def acquire(self, key: SessionKey, run: Any) -> None:
         """Wait for ``key``'s slot and take it for ``run``. Cancellation leaves the queue."""
         loop = asyncio.get_running_loop()

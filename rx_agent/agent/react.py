@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from reactivex import Observable
 from reactivex import abc as rxabc
 
-from .._rx import aiter_observable, running_loop
-from ..context import RuntimeContext
+from .._rx import aiter_observable, running_loop, runtime_loop
+from ..context import AgentState, RuntimeContext
 from ..event import (
     AgentEvent,
     AgentResultEvent,
     ExternalExecutionResultEvent,
+    PermissionRule,
     UserConfirmResultEvent,
 )
 from ..message import Msg, Role
@@ -26,10 +27,10 @@ from ..model.base import ChatModel
 from ..options import GenerateOptions
 from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey, SessionStore
 from ..tool.toolkit import Toolkit
-from ._run import Run, backoff_delay
+from ._run import ResumeError, Run, backoff_delay, close_pending
 from ._slots import SessionSlots
 
-__all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder"]
+__all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]
 
 AgentInputLike = (
     Msg | Sequence[Msg] | str | UserConfirmResultEvent | ExternalExecutionResultEvent | None
@@ -96,6 +97,7 @@ class ReActAgent:
         session_store: SessionStore | None = None,
         generate_options: GenerateOptions | None = None,
         retry_backoff: tuple[float, float] = (0.25, 8.0),
+        permission_rules: Iterable[PermissionRule] = (),
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("agent name must be a non-empty str")
@@ -141,6 +143,10 @@ class ReActAgent:
         )
         self.generate_options = generate_options or GenerateOptions()
         self.retry_backoff = (float(initial), float(maximum))
+        self.permission_rules: tuple[PermissionRule, ...] = tuple(permission_rules)
+        for rule in self.permission_rules:
+            if not isinstance(rule, PermissionRule):
+                raise TypeError(f"permission_rules takes PermissionRule, not {type(rule).__name__}")
         self._slots = SessionSlots()
 
     @staticmethod
@@ -289,17 +295,58 @@ class ReActAgent:
         _check_ctx(ctx)
         session = (ctx.session_id if ctx is not None else None) or self.name
         user = (ctx.user_id if ctx is not None else None) or ANONYMOUS_USER
-        run = self._slots.active(SessionKey(user, session))
-        if run is None:
+        key = SessionKey(user, session)
+        run = self._slots.active(key)
+        if run is not None:
+            run.request_interrupt()
+            return True
+        return self._close_paused(key)
+
+    def _close_paused(self, key: SessionKey) -> bool:
+        """Interrupting a paused session closes its pending calls (INTERRUPTED)."""
+        loaded = self.session_store.load(key)
+        if loaded is not None and not isinstance(loaded, AgentState):
+            # An asynchronous store: finish on the runtime loop, under the slot.
+            close_coro = self._close_paused_async(key, loaded)
+            asyncio.run_coroutine_threadsafe(close_coro, runtime_loop())
+            return True
+        state = loaded
+        if state is None or state.pending is None:
             return False
-        run.request_interrupt()
+        token = object()
+        if not self._slots.try_acquire(key, token):
+            return False  # a call took the slot meanwhile; it closes or resumes the pause
+        try:
+            close_pending(state)
+            saved = self.session_store.save(key, state)
+            if saved is not None:
+                asyncio.run_coroutine_threadsafe(_await(saved), runtime_loop())
+        finally:
+            self._slots.release(key, token)
         return True
+
+    async def _close_paused_async(self, key: SessionKey, loaded: Any) -> None:
+        token = object()
+        await self._slots.acquire(key, token)
+        try:
+            state = await loaded
+            if state is not None and state.pending is not None:
+                close_pending(state)
+                saved = self.session_store.save(key, state)
+                if saved is not None:
+                    await saved
+        finally:
+            self._slots.release(key, token)
 
     def __repr__(self) -> str:
         return (
             f"ReActAgent(name={self.name!r}, model={self.model!r}, "
             f"middlewares={len(self.middlewares)})"
         )
+
+
+async def _await(awaitable: Any) -> None:
+    await awaitable
 
 
 def _check_positive(label: str, value: int) -> None:
@@ -365,6 +412,25 @@ class ReActAgentBuilder:
 
     def session_store(self, store: SessionStore) -> ReActAgentBuilder:
         return self._set("session_store", store)
+
+    def permission_rule(
+        self,
+        pattern: str,
+        decision: Literal["allow", "ask", "deny"],
+        *,
+        when: Callable[[dict[str, Any]], bool] | None = None,
+        reason: str | None = None,
+    ) -> ReActAgentBuilder:
+        """Add a permission rule: a tool-name glob, optionally a predicate over the
+        arguments, and the decision (``"allow"``, ``"ask"`` or ``"deny"``)."""
+        rule = PermissionRule(pattern=pattern, decision=decision, when=when, reason=reason)
+        rules = list(self._kwargs.get("permission_rules", ()))
+        rules.append(rule)
+        return self._set("permission_rules", rules)
+
+    def permission_rules(self, rules: Iterable[PermissionRule]) -> ReActAgentBuilder:
+        existing = list(self._kwargs.get("permission_rules", ()))
+        return self._set("permission_rules", [*existing, *rules])
 
     def generate_options(self, options: GenerateOptions) -> ReActAgentBuilder:
         return self._set("generate_options", options)

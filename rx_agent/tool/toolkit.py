@@ -13,7 +13,7 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import Any, Literal, get_type_hints, overload
 
@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from ..context import RuntimeContext
+from ..event import PermissionRule
 
 __all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
 
@@ -82,6 +83,7 @@ class Tool:
         permission: Permission = "allow",
         external: bool = False,
         concurrency_safe: bool = False,
+        rules: Sequence[PermissionRule] = (),
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a tool must be callable, got {type(fn).__name__}")
@@ -96,6 +98,10 @@ class Tool:
         self.permission: Permission = permission
         self.external = external
         self.concurrency_safe = concurrency_safe
+        self.rules: tuple[PermissionRule, ...] = tuple(rules)
+        for rule in self.rules:
+            if not isinstance(rule, PermissionRule):
+                raise TypeError(f"tool rules must be PermissionRule, got {type(rule).__name__}")
         summary, param_docs = _split_docstring(inspect.getdoc(fn))
         self.description = description if description is not None else summary
         self._args_model, self.context_params = self._build_model(fn, param_docs)
@@ -243,6 +249,7 @@ def tool(
     permission: Permission = "allow",
     external: bool = False,
     concurrency_safe: bool = False,
+    rules: Sequence[PermissionRule] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -253,6 +260,7 @@ def tool(
     permission: Permission = "allow",
     external: bool = False,
     concurrency_safe: bool = False,
+    rules: Sequence[PermissionRule] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool: ``@tool`` or ``@tool(name=..., description=...)``.
 
@@ -269,6 +277,7 @@ def tool(
             permission=permission,
             external=external,
             concurrency_safe=concurrency_safe,
+            rules=rules,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -294,12 +303,14 @@ class Toolkit:
         name: str | None = None,
         description: str | None = None,
         concurrency_safe: bool | None = None,
+        rules: Sequence[PermissionRule] | None = None,
     ) -> Tool:
         """Register a function (or ``@tool``) — or every ``@tool`` method of an object.
 
         ``permission`` (``"allow"``, ``"ask"`` or ``"deny"``; default allow) is the
         tool's default decision; ``external=True`` means the tool runs outside the
-        agent (the agent asks the caller to run it).
+        agent (the agent asks the caller to run it); ``rules`` are permission rules
+        for this tool only (predicates over its arguments, usually).
         """
         if permission is not None and permission not in _PERMISSIONS:
             raise ValueError(f"permission must be one of {_PERMISSIONS}, got {permission!r}")
@@ -326,6 +337,7 @@ class Toolkit:
             external=external if external is not None else (base.external if base else False),
             concurrency_safe=concurrency_safe if concurrency_safe is not None
             else (base.concurrency_safe if base else False),
+            rules=rules if rules is not None else (base.rules if base else ()),
         )
         if spec.name in self._tools:
             raise ValueError(f"a tool named {spec.name!r} is already registered")
