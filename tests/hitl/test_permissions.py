@@ -375,3 +375,24 @@ def test_pause_result_is_not_stored_so_results_follow_the_tool_calls() -> None:
     roles = [m.role for m in ctx.agent_state.context]
     assert roles == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
     assert isinstance(ctx.agent_state.context[0], Msg)
+
+
+def test_resume_with_a_reply_id_that_does_not_match() -> None:
+    model = ScriptedModel([[call("c1", "delete_file", path="a")], "x"])
+    agent = ReActAgent(name="a", model=model, toolkit=toolkit())
+    ctx = RuntimeContext(session_id="s")
+    ask = next(e for e in events(agent, "go", ctx) if isinstance(e, RequireUserConfirmEvent))
+    with pytest.raises(ResumeError, match="does not match"):
+        events(agent, UserConfirmResultEvent(
+            reply_id="other", confirm_results=[ConfirmResult(ask.tool_calls[0], True)]), ctx)
+
+
+def test_a_confirmation_must_answer_every_waiting_call() -> None:
+    model = ScriptedModel([[call("c1", "delete_file", path="a"),
+                            call("c2", "delete_file", path="b")], "x"])
+    agent = ReActAgent(name="a", model=model, toolkit=toolkit())
+    ctx = RuntimeContext(session_id="s")
+    ask = next(e for e in events(agent, "go", ctx) if isinstance(e, RequireUserConfirmEvent))
+    with pytest.raises(ResumeError, match="no answer for pending tool calls: c2"):
+        events(agent, UserConfirmResultEvent(
+            reply_id=ask.reply_id, confirm_results=[ConfirmResult(ask.tool_calls[0], True)]), ctx)
