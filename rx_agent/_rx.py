@@ -17,12 +17,14 @@ from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
 __all__ = [
+    "DirectObservable",
     "aiter_observable",
     "await_observable",
     "cancelling",
     "from_coroutine",
     "running_loop",
     "runtime_loop",
+    "subscribe_direct",
 ]
 
 T = TypeVar("T")
@@ -99,7 +101,7 @@ def from_coroutine(
 
         return Disposable(cancel)
 
-    return Observable(subscribe)
+    return DirectObservable(subscribe)
 
 
 async def await_observable(source: Observable[T], default: Any = None) -> Any:
@@ -114,13 +116,26 @@ async def await_observable(source: Observable[T], default: Any = None) -> Any:
     def on_next(value: Any) -> None:
         last[0] = value
 
-    def on_error(exc: Exception) -> None:
+    # The source may finish on another thread (a timer, a thread pool).
+    def fail(exc: Exception) -> None:
         if not future.done():
             future.set_exception(exc)
 
-    def on_completed() -> None:
+    def complete() -> None:
         if not future.done():
             future.set_result(last[0])
+
+    def on_error(exc: Exception) -> None:
+        if running_loop() is loop:
+            fail(exc)
+        else:
+            loop.call_soon_threadsafe(fail, exc)
+
+    def on_completed() -> None:
+        if running_loop() is loop:
+            complete()
+        else:
+            loop.call_soon_threadsafe(complete)
 
     subscription = source.subscribe(on_next, on_error, on_completed)
     try:
@@ -174,6 +189,52 @@ def aiter_observable(source: Observable[T]) -> AsyncIterator[T]:
             subscription.dispose()
 
     return gen()
+
+
+class DirectObservable(Observable[T]):
+    """An Observable the runtime itself produces and consumes.
+
+    Subscribed through :func:`subscribe_direct` (by the runtime) it skips RxPY's
+    per-subscription wrappers (auto-detach observer, trampoline), which cost one extra
+    Python call per event per hop; the runtime's producers guarantee the Rx grammar
+    themselves. Subscribed any other way (a middleware's operators) it is an ordinary
+    Observable.
+    """
+
+    def __init__(
+        self,
+        subscribe: Callable[[abc.ObserverBase[T], abc.SchedulerBase | None], abc.DisposableBase],
+    ) -> None:
+        super().__init__(subscribe)
+        self.direct = subscribe
+
+
+class _Sink:
+    __slots__ = ("on_completed", "on_error", "on_next")
+
+    def __init__(self, on_next: Any, on_error: Any, on_completed: Any) -> None:
+        self.on_next = on_next
+        self.on_error = on_error
+        self.on_completed = on_completed
+
+
+_NOTHING = Disposable()
+
+
+def subscribe_direct(
+    source: Observable[T],
+    on_next: Callable[[T], None],
+    on_error: Callable[[Exception], None],
+    on_completed: Callable[[], None],
+) -> abc.DisposableBase:
+    """Subscribe with the fewest layers the source allows (see DirectObservable)."""
+    if type(source) is DirectObservable:
+        try:
+            return source.direct(_Sink(on_next, on_error, on_completed), None) or _NOTHING  # type: ignore[arg-type]
+        except Exception as exc:
+            on_error(exc)
+            return _NOTHING
+    return source.subscribe(on_next, on_error, on_completed)
 
 
 def cancelling(handle: asyncio.Future[Any] | Any) -> Disposable:

@@ -61,6 +61,8 @@ __all__ = [
     "parse_event",
 ]
 
+_new = object.__new__
+_set = object.__setattr__
 _BASE_FIELDS = frozenset({"id", "created_at", "source", "metadata", "type"})
 
 
@@ -75,6 +77,7 @@ class AgentEvent(Record):
 
     # Default values of the concrete class, for the runtime's validation-free path.
     _defaults: ClassVar[dict[str, Any]] = {}
+    _all_fields: ClassVar[set[str]] = set()
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -84,15 +87,22 @@ class AgentEvent(Record):
         cls._defaults = {
             name: f.default
             for name, f in cls.model_fields.items()
-            if not f.is_required() and f.default_factory is None
+            if not f.is_required() and f.default_factory is None and name != "source"
         }
+        # Every field is set on a runtime-built event, so one shared "fields set" per
+        # class is exact (pydantic only ever adds names that are already in it).
+        cls._all_fields = set(cls.model_fields)
 
     @classmethod
     def make(cls, source: str | None = None, /, **values: Any) -> Any:
         """Build an event from runtime-produced values without validation (hot path)."""
-        data = {**cls._defaults, "id": new_id(), "created_at": now(), "source": source,
-                "metadata": {}, **values}
-        return cls._fast(data)
+        obj = _new(cls)
+        _set(obj, "__dict__", {**cls._defaults, "id": new_id(), "created_at": now(),
+                               "source": source, "metadata": {}, **values})
+        _set(obj, "__pydantic_fields_set__", cls._all_fields)
+        _set(obj, "__pydantic_extra__", None)
+        _set(obj, "__pydantic_private__", None)
+        return obj
 
 
 # -- lifecycle -------------------------------------------------------------------

@@ -19,7 +19,13 @@ from reactivex import abc as rxabc
 from reactivex.disposable import Disposable
 
 from .._record import new_id
-from .._rx import await_observable, from_coroutine, running_loop
+from .._rx import (
+    DirectObservable,
+    await_observable,
+    from_coroutine,
+    running_loop,
+    subscribe_direct,
+)
 from ..context import AgentState, PendingToolCalls, RuntimeContext
 from ..event import (
     AgentEndEvent,
@@ -67,6 +73,7 @@ if TYPE_CHECKING:
     from .react import ReActAgent
 
 logger = logging.getLogger("rx_agent")
+_get_loop = asyncio.events._get_running_loop  # the C fast path of get_running_loop
 
 _EMPTY_ANSWER_REMINDER = (
     "Your last reply had no visible answer and no tool call. Reply to the user with "
@@ -174,18 +181,31 @@ class Run:
             source = chain(self.input)
         except Exception as exc:
             source = reactivex.throw(exc)
-        self.subscription = source.subscribe(self._on_next, self._on_error, self._on_completed)
+        self.subscription = subscribe_direct(source, self._on_next, self._on_error,
+                                             self._on_completed)
 
     def _on_next(self, event: AgentEvent) -> None:
+        if _get_loop() is not self.loop:  # an on_agent middleware hopped threads
+            assert self.loop is not None
+            self.loop.call_soon_threadsafe(self._on_next, event)
+            return
         if type(event) is AgentResultEvent:
             self.result = event.result
-        if not self.disposed and self.observer is not None:
+        if not self.disposed and not self.finished and self.observer is not None:
             self.observer.on_next(event)
 
     def _on_error(self, error: Exception) -> None:
+        if _get_loop() is not self.loop:
+            assert self.loop is not None
+            self.loop.call_soon_threadsafe(self._finish, error)
+            return
         self._finish(error)
 
     def _on_completed(self) -> None:
+        if _get_loop() is not self.loop:
+            assert self.loop is not None
+            self.loop.call_soon_threadsafe(self._finish, None)
+            return
         self._finish(None)
 
     def _finish(self, error: BaseException | None) -> None:
@@ -456,33 +476,50 @@ class Run:
         step = _Step(self.loop.create_future())
         emit = self.emit
         future = step.future
+        loop = self.loop
+
+        # A middleware may move the stream to another thread (observe_on a thread
+        # pool); signals are brought back to the loop so the call stays single-threaded.
+        def late(fn: Callable[..., None], *args: Any) -> None:
+            if not future.done():
+                fn(*args)
 
         on_next: Callable[[AgentEvent], None]
         if watch_stop:
 
-            def watching(event: AgentEvent) -> None:
+            def on_next(event: AgentEvent) -> None:
+                if _get_loop() is not loop:
+                    loop.call_soon_threadsafe(late, on_next, event)
+                    return
                 if isinstance(event, RequestStopEvent) and self.stop_request is None:
                     self.stop_request = event
                 capture = self.capture
                 if capture is not None:
                     capture.feed(event)
                 emit(event)
-
-            on_next = watching
         else:
-            on_next = emit
+
+            def on_next(event: AgentEvent) -> None:
+                if _get_loop() is not loop:
+                    loop.call_soon_threadsafe(late, on_next, event)
+                    return
+                emit(event)
 
         def on_error(exc: Exception) -> None:
-            if not future.done():
+            if _get_loop() is not loop:
+                loop.call_soon_threadsafe(late, on_error, exc)
+            elif not future.done():
                 future.set_exception(exc)
 
         def on_completed() -> None:
-            if not future.done():
+            if _get_loop() is not loop:
+                loop.call_soon_threadsafe(late, on_completed)
+            elif not future.done():
                 future.set_result(None)
 
         self.step = step
         try:
-            step.subscription = source.subscribe(on_next, on_error, on_completed)
+            step.subscription = subscribe_direct(source, on_next, on_error, on_completed)
             await future
         finally:
             self.step = None
@@ -528,11 +565,24 @@ class Run:
         text: str,
         only: set[str] | None = None,
     ) -> None:
-        """Give every tool call in the context that has no result a synthesized one."""
-        answered = {
-            b.id for m in state.context if m.role is Role.TOOL for b in m.tool_results
-        }
-        for msg in list(state.context):
+        """Give every tool call in the context that has no result a synthesized one
+        (only the calls in ``only`` when given)."""
+        context = state.context
+        answered: set[str] = set()
+        start = 0
+        if only is not None:
+            # The batch's calls and results sit at the end: scan back to its message
+            # instead of the whole conversation.
+            for i in range(len(context) - 1, -1, -1):
+                msg = context[i]
+                if msg.role is Role.TOOL:
+                    answered.update(b.id for b in msg.tool_results)
+                elif msg.role is Role.ASSISTANT and any(c.id in only for c in msg.tool_calls):
+                    start = i
+                    break
+        else:
+            answered = {b.id for m in context if m.role is Role.TOOL for b in m.tool_results}
+        for msg in context[start:]:
             if msg.role is not Role.ASSISTANT:
                 continue
             for call in msg.tool_calls:
@@ -580,9 +630,10 @@ class Run:
                 observer.on_completed()
 
             mci = ModelCallInput(rin.messages, rin.tools, rin.options, self.agent.model)
-            return self.model_chain(mci).subscribe(on_next, observer.on_error, on_completed)
+            return subscribe_direct(self.model_chain(mci), on_next, observer.on_error,
+                                    on_completed)
 
-        return Observable(subscribe)
+        return DirectObservable(subscribe)
 
     def _core_model_call(self, mci: ModelCallInput) -> Observable[AgentEvent]:
         """Core of ``on_model_call``: stream the model, retrying and failing over
@@ -600,7 +651,7 @@ class Run:
             attempt.start()
             return Disposable(attempt.dispose)
 
-        return Observable(subscribe)
+        return DirectObservable(subscribe)
 
     def _core_acting(self, ain: ActingInput) -> Observable[AgentEvent]:
         async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
@@ -1017,7 +1068,7 @@ class _ModelAttempts:
         except Exception as exc:
             self._failed(exc)
             return
-        self.subscription = source.subscribe(self._on_chunk, self._failed, self._done)
+        self.subscription = subscribe_direct(source, self._on_chunk, self._failed, self._done)
 
     def _on_chunk(self, chunk: Any) -> None:
         if not self.disposed:

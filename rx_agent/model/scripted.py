@@ -12,7 +12,7 @@ from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable
 
-from .._rx import cancelling, running_loop, runtime_loop
+from .._rx import DirectObservable, cancelling, running_loop, runtime_loop
 from ..message import ChatUsage, Msg, TextBlock, ThinkingBlock, ToolUseBlock
 from ..middleware.inputs import ModelCallInput
 from ..options import GenerateOptions
@@ -165,7 +165,7 @@ class ScriptedModel(ChatModel):
                 return _emit_now(observer, chunks)
             return _emit_later(observer, chunks, self.delay)
 
-        return Observable(subscribe)
+        return DirectObservable(subscribe)
 
 
 def _as_exception(err: BaseException) -> Exception:
