@@ -132,12 +132,14 @@ class Tool:
                 continue
             default = ... if param.default is param.empty else param.default
             if isinstance(default, FieldInfo):
-                info = default
+                if default.description is None and pname in docs:
+                    default.description = docs[pname]
+                fields[pname] = (annotation, default)
+            elif pname in docs:
+                fields[pname] = (annotation, FieldInfo(default=default, description=docs[pname]))
             else:
-                info = FieldInfo(default=default, description=docs.get(pname))
-            if info.description is None and pname in docs:
-                info.description = docs[pname]
-            fields[pname] = (annotation, info)
+                # Plain default: an Annotated[..., Field(...)] keeps its own metadata.
+                fields[pname] = (annotation, default)
         model = create_model(
             f"{self.name}_arguments",
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
