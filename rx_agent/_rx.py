@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import reactivex
 from reactivex import Observable, abc
-from reactivex.disposable import Disposable
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 __all__ = [
     "DirectObservable",
@@ -22,6 +22,7 @@ __all__ = [
     "await_observable",
     "cancelling",
     "from_coroutine",
+    "on_loop",
     "running_loop",
     "runtime_loop",
     "subscribe_direct",
@@ -64,12 +65,49 @@ def runtime_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+Subscribe = Callable[[abc.ObserverBase[T], abc.SchedulerBase | None], abc.DisposableBase]
+_get_loop = asyncio.events._get_running_loop
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, subscribe: Subscribe[T]) -> Subscribe[T]:
+    """Make a subscribe function run on ``loop``'s thread.
+
+    A middleware may call ``next`` from another thread (inside a timer or a thread
+    pool); the runtime's handlers then start on their loop instead. Disposal is
+    thread-safe.
+    """
+
+    def wrapped(
+        observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        if _get_loop() is loop:
+            return subscribe(observer, scheduler)
+        holder = SingleAssignmentDisposable()
+
+        def start() -> None:
+            if not holder.is_disposed:
+                holder.disposable = subscribe(observer, scheduler)
+
+        loop.call_soon_threadsafe(start)
+
+        def dispose() -> None:
+            if _get_loop() is loop:
+                holder.dispose()
+            else:
+                loop.call_soon_threadsafe(holder.dispose)
+
+        return Disposable(dispose)
+
+    return wrapped
+
+
 def from_coroutine(
     body: Callable[[abc.ObserverBase[T]], Coroutine[Any, Any, None]],
+    loop: asyncio.AbstractEventLoop | None = None,
 ) -> Observable[T]:
     """A cold Observable that runs ``body(observer)`` as a task per subscription.
 
-    The task must be created on a loop thread (the runtime subscribes there). The
+    The task runs on ``loop`` (default: the subscriber's running loop). The
     Observable completes when ``body`` returns and errors when it raises; disposing
     the subscription cancels the task.
     """
@@ -101,7 +139,7 @@ def from_coroutine(
 
         return Disposable(cancel)
 
-    return DirectObservable(subscribe)
+    return DirectObservable(subscribe if loop is None else on_loop(loop, subscribe))
 
 
 async def await_observable(source: Observable[T], default: Any = None) -> Any:

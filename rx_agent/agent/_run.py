@@ -23,6 +23,7 @@ from .._rx import (
     DirectObservable,
     await_observable,
     from_coroutine,
+    on_loop,
     running_loop,
     subscribe_direct,
 )
@@ -74,6 +75,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("rx_agent")
 _get_loop = asyncio.events._get_running_loop  # the C fast path of get_running_loop
+
+MAX_RETRY_AFTER = 60.0
+"""Seconds: a ``retry_after`` longer than this fails the attempt instead of waiting."""
 
 _EMPTY_ANSWER_REMINDER = (
     "Your last reply had no visible answer and no tool call. Reply to the user with "
@@ -264,6 +268,10 @@ class Run:
             return
         self.released = True
         try:
+            if self.disposed and self.state is not None and self.state.pending is None:
+                # Cut off mid-step: no tool call may stay without a result.
+                self._close_orphans(self.state, ToolResultState.INTERRUPTED,
+                                    "Cancelled before it finished.", emit_events=False)
             if self.slot_held and self.state is not None:
                 saved = self.agent.session_store.save(self.key, self.state)
                 if saved is not None:
@@ -315,7 +323,7 @@ class Run:
         async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
             await self._drive(inp, observer.on_next)
 
-        return from_coroutine(body)
+        return from_coroutine(body, self.loop)
 
     async def _bind(self) -> AgentState:
         agent = self.agent
@@ -564,6 +572,7 @@ class Run:
         result_state: ToolResultState,
         text: str,
         only: set[str] | None = None,
+        emit_events: bool = True,
     ) -> None:
         """Give every tool call in the context that has no result a synthesized one
         (only the calls in ``only`` when given)."""
@@ -590,7 +599,8 @@ class Run:
                     answered.add(call.id)
                     block = ToolResultBlock(id=call.id, name=call.name, output=text,
                                             state=result_state)
-                    self.emit_result_events(new_id(), block)
+                    if emit_events:
+                        self.emit_result_events(new_id(), block)
                     state.context.append(Msg(role=Role.TOOL, content=[block],
                                              name=call.name))
 
@@ -633,7 +643,8 @@ class Run:
             return subscribe_direct(self.model_chain(mci), on_next, observer.on_error,
                                     on_completed)
 
-        return DirectObservable(subscribe)
+        assert self.loop is not None
+        return DirectObservable(on_loop(self.loop, subscribe))
 
     def _core_model_call(self, mci: ModelCallInput) -> Observable[AgentEvent]:
         """Core of ``on_model_call``: stream the model, retrying and failing over
@@ -651,13 +662,14 @@ class Run:
             attempt.start()
             return Disposable(attempt.dispose)
 
-        return DirectObservable(subscribe)
+        assert self.loop is not None
+        return DirectObservable(on_loop(self.loop, subscribe))
 
     def _core_acting(self, ain: ActingInput) -> Observable[AgentEvent]:
         async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
             await self._execute_batch(ain.tool_calls, observer.on_next)
 
-        return from_coroutine(body)
+        return from_coroutine(body, self.loop)
 
     # -- acting ------------------------------------------------------------------
 
@@ -1087,8 +1099,12 @@ class _ModelAttempts:
             self.observer.on_error(exc)
             return
         agent = self.run.agent
-        if self.attempt < agent.max_retries and getattr(exc, "retryable", True):
-            delay = agent._backoff(self.attempt, getattr(exc, "retry_after", None))
+        retry_after = getattr(exc, "retry_after", None)
+        # A server asking for a long wait is not retried (the fallback may serve).
+        too_long = retry_after is not None and retry_after > MAX_RETRY_AFTER
+        if (self.attempt < agent.max_retries and getattr(exc, "retryable", True)
+                and not too_long):
+            delay = agent._backoff(self.attempt, retry_after)
             logger.info("model %s failed (%s); retry %d/%d in %.2fs", self.model.name, exc,
                         self.attempt + 1, agent.max_retries, delay)
             self._schedule(delay)
