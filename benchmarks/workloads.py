@@ -36,13 +36,27 @@ def _identity(event: AgentEvent) -> AgentEvent:
 
 
 class PassThrough(MiddlewareBase):
-    """Takes part in the points but adds nothing (the defaults return next(input))."""
+    """Takes part in the points; each hook is written out as ``return next(input)``
+    (a hook left at its default builds no layer at all, which would flatter us)."""
 
     def __init__(self, points: set[ExtensionPoint]) -> None:
         self._points = points
 
     def active_points(self) -> set[ExtensionPoint]:
         return self._points
+
+    def on_agent(self, agent: Any, ctx: Any, input: Any, next: Any) -> Observable[AgentEvent]:
+        return next(input)  # type: ignore[no-any-return]
+
+    def on_reasoning(self, agent: Any, ctx: Any, input: Any, next: Any) -> Observable[AgentEvent]:
+        return next(input)  # type: ignore[no-any-return]
+
+    def on_model_call(self, agent: Any, ctx: Any, input: Any,
+                      next: Any) -> Observable[AgentEvent]:
+        return next(input)  # type: ignore[no-any-return]
+
+    def on_acting(self, agent: Any, ctx: Any, input: Any, next: Any) -> Observable[AgentEvent]:
+        return next(input)  # type: ignore[no-any-return]
 
 
 class OneOperator(PassThrough):

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 import reactivex
 from reactivex import Observable
 
+from .._rx import DirectObservable
 from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent
 from ..message import Msg
@@ -30,6 +31,10 @@ _INPUT_TYPES: dict[ExtensionPoint, type] = {
     ExtensionPoint.ON_ACTING: ActingInput,
     ExtensionPoint.ON_MODEL_CALL: ModelCallInput,
 }
+
+
+_ONION = frozenset(_INPUT_TYPES)
+_DEFAULTS = {p: getattr(MiddlewareBase, p.value) for p in ExtensionPoint}
 
 
 class PlanError(TypeError):
@@ -79,6 +84,10 @@ class _Layer(Generic[InputT]):
             out = self._hook(self._agent, self._ctx, inp, self._inner)
         except Exception as exc:
             return reactivex.throw(exc)
+        # Exact-type checks first: isinstance against RxPY's ABC is the slow path.
+        kind = type(out)
+        if kind is DirectObservable or kind is Observable:
+            return out
         if not isinstance(out, Observable):
             return reactivex.throw(
                 TypeError(
@@ -144,9 +153,15 @@ class ExecutionPlan:
         self._participants: dict[ExtensionPoint, tuple[MiddlewareBase, ...]] = {
             p: tuple(ms) for p, ms in participants.items()
         }
-        # Bound hook methods, looked up once.
+        # Bound hook methods, looked up once. A participant that kept the default
+        # of an onion hook is a pure pass-through: it stays a participant but builds
+        # no layer (the default only returns next(input)).
         self._hooks: dict[ExtensionPoint, tuple[tuple[MiddlewareBase, Any], ...]] = {
-            p: tuple((mw, getattr(mw, p.value)) for mw in ms)
+            p: tuple(
+                (mw, getattr(mw, p.value))
+                for mw in ms
+                if not (p in _ONION and getattr(type(mw), p.value) is _DEFAULTS[p])
+            )
             for p, ms in self._participants.items()
         }
 
