@@ -81,8 +81,8 @@ LOG_EVENT = "log"
 
 # Canned, so that the demo never touches the network and always tells the same story.
 _WEATHER: dict[str, tuple[str, int]] = {
-    "paris": ("sunny, light breeze", 21),
-    "london": ("overcast, drizzle", 14),
+    "paris": ("sunny with a light breeze", 21),
+    "london": ("overcast with drizzle", 14),
     "tokyo": ("clear skies", 24),
     "new york": ("partly cloudy", 18),
     "beijing": ("hazy sunshine", 26),
@@ -129,9 +129,10 @@ _MAX_EXPONENT = 1000  # `9 ** 9 ** 9` would hang the tool; a model may well try 
 def _evaluate(node: ast.AST) -> float | int:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        value: float | int = node.value
-        return value
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        if isinstance(node.value, bool):
+            raise ValueError("booleans are not numbers here")
+        return node.value
     if isinstance(node, ast.Name) and node.id in _NAMES:
         return _NAMES[node.id]
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
@@ -141,8 +142,8 @@ def _evaluate(node: ast.AST) -> float | int:
         left, right = _evaluate(node.left), _evaluate(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
             raise ValueError(f"exponent {right} is too large")
-        result = _BINARY[type(node.op)](left, right)
-        return result
+        outcome: float | int = _BINARY[type(node.op)](left, right)
+        return outcome
     raise ValueError(f"unsupported syntax: {ast.unparse(node)!r}")
 
 
@@ -319,7 +320,7 @@ def _pieces(text: str) -> list[str]:
 
 
 def _thinking(text: str) -> list[ThinkingBlock]:
-    return [ThinkingBlock(piece) for piece in _pieces(text)]
+    return [ThinkingBlock(thinking=piece) for piece in _pieces(text)]
 
 
 def demo_script(city: str = "Paris") -> list[list[Any]]:
@@ -340,12 +341,12 @@ def demo_script(city: str = "Paris") -> list[list[Any]]:
                 f"The user wants the current weather in {city}, in Celsius and "
                 "Fahrenheit. I'll look it up first, then convert the temperature."
             ),
-            ToolUseBlock("call_weather_1", "get_weather", {"city": city}),
+            ToolUseBlock(id="call_weather_1", name="get_weather", input={"city": city}),
         ],
         [
-            *_thinking(f"{city} is at {celsius} °C. Fahrenheit is C × 9/5 + 32; let the "
+            *_thinking(f"{city} is at {celsius} °C. Fahrenheit is C * 9/5 + 32; let the "
                        "calculator do the arithmetic."),
-            ToolUseBlock("call_calc_1", "calculate", {"expression": expression}),
+            ToolUseBlock(id="call_calc_1", name="calculate", input={"expression": expression}),
         ],
         _pieces(
             f"Right now in {city} it's {sky}, {celsius} °C ({fahrenheit} °F). "
@@ -361,16 +362,19 @@ def build_demo_agent(delay: float = DEFAULT_DELAY, *, city: str = "Paris") -> Re
     """
     model = ScriptedModel(demo_script(city), name="scripted-demo", delay=delay)
     return _assemble(
+        "demo",
         model,
         sys_prompt="You are a concise weather assistant.",
         tools=[get_weather, calculate],
     )
 
 
-def _assemble(model: ChatModel, sys_prompt: str, tools: Sequence[Any]) -> ReActAgent:
+def _assemble(
+    name: str, model: ChatModel, sys_prompt: str, tools: Sequence[Any]
+) -> ReActAgent:
     return (
         ReActAgent.builder()
-        .name("demo")
+        .name(name)
         .sys_prompt(sys_prompt)
         .model(model)
         .toolkit(Toolkit(list(tools)))
@@ -423,4 +427,4 @@ def build_chat_agent(
     "Use the tools when they help.",
 ) -> ReActAgent:
     """The ``rx-agent chat`` agent: the demo's middlewares and three small tools."""
-    return _assemble(model, sys_prompt, [calculate, current_time, get_weather])
+    return _assemble("assistant", model, sys_prompt, [calculate, current_time, get_weather])

@@ -10,7 +10,13 @@ from typing import Any, Literal
 from reactivex import Observable
 from reactivex import abc as rxabc
 
-from .._rx import aiter_observable, running_loop, runtime_loop
+from .._rx import (
+    DirectObservable,
+    aiter_observable,
+    running_loop,
+    runtime_loop,
+    subscribe_direct,
+)
 from ..context import AgentState, RuntimeContext
 from ..event import (
     AgentEvent,
@@ -199,7 +205,7 @@ class ReActAgent:
         ) -> rxabc.DisposableBase:
             return Run(self, ctx, inp).subscribe(observer, scheduler)
 
-        return Observable(subscribe)
+        return DirectObservable(subscribe)
 
     def call(
         self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
@@ -223,9 +229,9 @@ class ReActAgent:
                 observer.on_next(result[0])
                 observer.on_completed()
 
-            return events.subscribe(on_next, observer.on_error, on_completed)
+            return subscribe_direct(events, on_next, observer.on_error, on_completed)
 
-        return Observable(subscribe)
+        return DirectObservable(subscribe)
 
     async def acall(self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None) -> Msg:
         """Run one call on the running loop and return the final message.
@@ -243,7 +249,7 @@ class ReActAgent:
             if not future.done():
                 future.set_result(box[-1])
 
-        subscription = self.call(msgs, ctx).subscribe(box.append, on_error, on_completed)
+        subscription = subscribe_direct(self.call(msgs, ctx), box.append, on_error, on_completed)
         try:
             return await future
         finally:
@@ -271,7 +277,7 @@ class ReActAgent:
         def on_next(msg: Msg) -> None:
             outcome[:] = [msg, None]
 
-        subscription = self.call(msgs, ctx).subscribe(on_next, on_error, done.set)
+        subscription = subscribe_direct(self.call(msgs, ctx), on_next, on_error, done.set)
         try:
             while not done.wait(0.1):  # a timeout keeps Ctrl-C responsive
                 pass

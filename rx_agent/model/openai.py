@@ -17,6 +17,7 @@ import os
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -67,6 +68,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # connection go back to the pool. A server that keeps the body open is not waited
 # for longer than this: the connection is dropped instead.
 _DRAIN_SECONDS = 0.5
+_JSON_HEADERS = {"Content-Type": "application/json"}
+_STREAM_HEADERS = {**_JSON_HEADERS, "Accept": "text/event-stream"}
 # Error bodies are quoted in exception messages; keep those readable.
 _MAX_DETAIL = 500
 
@@ -102,14 +105,16 @@ class OpenAIChatModel(AsyncChatModel):
 
     * ``stream``: ``True`` (default) streams server-sent events; ``False`` makes one
       plain request and turns the whole answer into the same chunks.
-    * ``timeout``: seconds to wait for each read/write (so a slow but steady stream is
-      fine) ; ``None`` waits forever. ``connect_timeout``: seconds to connect.
+    * ``timeout``: seconds to wait for each read or write (so a slow but steady stream
+      is fine); ``None`` waits forever. ``connect_timeout``: seconds to connect.
     * ``headers``: extra HTTP headers (e.g. ``{"OpenAI-Organization": ...}``).
-    * ``max_connections``: the size of the connection pool (one per concurrent call).
+    * ``max_connections``: at most this many calls run at once (one connection each);
+      more wait for a free connection, in order.
 
-    One ``httpx.AsyncClient`` is kept per event loop the model is used from (a client's
-    connections belong to the loop that opened them). Call :meth:`aclose` (or use
-    ``async with model:``) to release them.
+    Connections are pooled per event loop the model is used from (a connection belongs
+    to the loop that opened it), so one model can serve a runtime-owned loop and the
+    caller's loop alike. Call :meth:`aclose` (or use ``async with model:``) to close
+    them.
     """
 
     provider = "openai"
@@ -145,64 +150,62 @@ class OpenAIChatModel(AsyncChatModel):
         self.generation_options: dict[str, Any] = dict(generation_options)
         self.url = f"{self.base_url}/chat/completions"
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        self._limits = httpx.Limits(
-            max_connections=max_connections,
-            max_keepalive_connections=min(100, max_connections),
-        )
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
+        self.max_connections = max_connections
         self._headers = {"User-Agent": f"rx-agent/{__version__}", **(headers or {})}
         if self.api_key:
             self._headers["Authorization"] = f"Bearer {self.api_key}"
-        # Clients by loop. A plain dict, not a WeakKeyDictionary: a client's
+        # Client pools by loop. A plain dict, not a WeakKeyDictionary: a client's
         # connections reference their loop, so the key would never be collected.
-        # Entries of closed loops are dropped whenever a client is created.
-        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
-        self._clients_lock = threading.Lock()
+        # Entries of closed loops are dropped whenever a pool is created.
+        self._pools: dict[asyncio.AbstractEventLoop, _ClientPool] = {}
+        self._pools_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(name={self.name!r}, base_url={self.base_url!r})"
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def _client(self) -> httpx.AsyncClient:
+    async def _pool(self) -> _ClientPool:
         loop = asyncio.get_running_loop()
-        with self._clients_lock:
-            client = self._clients.get(loop)
-        if client is not None and not client.is_closed:
-            return client
+        with self._pools_lock:
+            pool = self._pools.get(loop)
+        if pool is not None:
+            return pool
         verify: ssl.SSLContext | bool = (
             await _default_ssl_context() if self.base_url.startswith("https://") else False
         )
-        with self._clients_lock:
-            for other in [other for other in self._clients if other.is_closed()]:
+        with self._pools_lock:
+            for other in [other for other in self._pools if other.is_closed()]:
                 # Its connections died with it; nothing can be closed any more.
-                del self._clients[other]
-            client = self._clients.get(loop)
-            if client is None or client.is_closed:
-                client = httpx.AsyncClient(
+                del self._pools[other]
+            pool = self._pools.get(loop)
+            if pool is None:
+                pool = self._pools[loop] = _ClientPool(
                     timeout=self._timeout,
-                    limits=self._limits,
                     headers=self._headers,
                     verify=verify,
+                    max_connections=self.max_connections,
                 )
-                self._clients[loop] = client
-        return client
+        return pool
 
     async def aclose(self) -> None:
         """Close the HTTP clients (and their pooled connections) of every loop.
 
-        A client belonging to another, still running loop is closed on that loop; one
-        whose loop is already closed is just dropped. The model stays usable: the next
-        call opens a new client.
+        Clients belonging to another, still running loop are closed on that loop; those
+        whose loop is already closed are just dropped. The model stays usable: the
+        next call opens new clients.
         """
-        with self._clients_lock:
-            clients = list(self._clients.items())
-            self._clients.clear()
+        with self._pools_lock:
+            pools = list(self._pools.items())
+            self._pools.clear()
         current = asyncio.get_running_loop()
-        for loop, client in clients:
+        for loop, pool in pools:
             if loop is current:
-                await client.aclose()
+                await pool.aclose()
             elif loop.is_running() and not loop.is_closed():
-                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client.aclose(), loop))
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(pool.aclose(), loop))
 
     async def __aenter__(self) -> OpenAIChatModel:
         return self
@@ -240,10 +243,16 @@ class OpenAIChatModel(AsyncChatModel):
             # max-iterations summary) must not fail for options meant for the others.
             body.pop("tool_choice", None)
             body.pop("parallel_tool_calls", None)
-        # Set last so no option can break the call's identity or transport.
-        body["model"] = self.name
-        body["messages"] = to_openai_messages(messages)
-        body["stream"] = self.streaming
+        # The call's identity and transport are not options: whatever the options
+        # say, these are set here (and model and messages lead, for readable logs).
+        for key in ("model", "messages", "stream"):
+            body.pop(key, None)
+        body = {
+            "model": self.name,
+            "messages": to_openai_messages(messages),
+            **body,
+            "stream": self.streaming,
+        }
         if self.streaming:
             extra_stream_options = body.get("stream_options", {})
             if extra_stream_options is None:
@@ -260,18 +269,28 @@ class OpenAIChatModel(AsyncChatModel):
         tools: Sequence[dict[str, Any]],
         options: GenerateOptions,
     ) -> AsyncIterator[ModelChunk]:
-        body = self.request_body(messages, tools, options)
-        client = await self._client()
+        try:
+            body = self.request_body(messages, tools, options)
+            # Encoded here rather than by httpx so that a value JSON cannot carry
+            # (in a tool schema, say) fails as a typed, non-retryable error.
+            payload = json.dumps(body, ensure_ascii=False).encode()
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ModelRequestError(f"cannot build the request for {self.url}: {exc}") from exc
+        pool = await self._pool()
+        client = await pool.acquire()
         started = time.perf_counter()
-        if self.streaming:
-            async for chunk in self._stream(client, body, started):
-                yield chunk
-        else:
-            for chunk in await self._complete(client, body, started):
-                yield chunk
+        try:
+            if self.streaming:
+                async for chunk in self._stream(client, payload, started):
+                    yield chunk
+            else:
+                for chunk in await self._complete(client, payload, started):
+                    yield chunk
+        finally:
+            pool.release(client)
 
     async def _stream(
-        self, client: httpx.AsyncClient, body: dict[str, Any], started: float
+        self, client: httpx.AsyncClient, payload: bytes, started: float
     ) -> AsyncIterator[ModelChunk]:
         responded = False
         try:
@@ -279,11 +298,17 @@ class OpenAIChatModel(AsyncChatModel):
             # disposing the subscription cancels this task, and the connection is
             # closed rather than left streaming into a dead consumer.
             async with client.stream(
-                "POST", self.url, json=body, headers={"Accept": "text/event-stream"}
+                "POST", self.url, content=payload, headers=_STREAM_HEADERS
             ) as response:
                 responded = True
                 if response.status_code >= 400:
                     raise await self._status_error(response)
+                if _is_json(response):
+                    # A server that does not stream answers with one JSON completion.
+                    await response.aread()
+                    for chunk in self._completion_chunks(response, started):
+                        yield chunk
+                    return
                 parser = _StreamParser(self.url)
                 decoder = SSEDecoder()
                 pieces = response.aiter_bytes()
@@ -309,16 +334,20 @@ class OpenAIChatModel(AsyncChatModel):
             raise self._transport_error(exc, responded) from exc
 
     async def _complete(
-        self, client: httpx.AsyncClient, body: dict[str, Any], started: float
+        self, client: httpx.AsyncClient, payload: bytes, started: float
     ) -> list[ModelChunk]:
         try:
-            response = await client.post(self.url, json=body)
+            response = await client.post(self.url, content=payload, headers=_JSON_HEADERS)
         except httpx.TimeoutException as exc:
             raise self._timeout_error(exc) from exc
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, False) from exc
         if response.status_code >= 400:
             raise await self._status_error(response)
+        return self._completion_chunks(response, started)
+
+    def _completion_chunks(self, response: httpx.Response, started: float) -> list[ModelChunk]:
+        """The chunks of a complete (read) non-streaming response."""
         try:
             data = response.json()
         except ValueError as exc:
@@ -371,6 +400,126 @@ class OpenAIChatModel(AsyncChatModel):
         if isinstance(exc, httpx.ConnectError):
             return ModelConnectionError(f"cannot connect to {self.url}: {reason}")
         return ModelConnectionError(f"the request to {self.url} failed: {reason}")
+
+
+# ------------------------------------------------------------------- client pools
+
+# How long an unused connection is kept (httpx's default keep-alive expiry).
+_KEEPALIVE_SECONDS = 5.0
+
+
+class _ClientPool:
+    """The HTTP clients of one event loop, each holding at most one connection.
+
+    A call borrows an idle client (the most recently used one, whose connection is the
+    most likely to be still open) or opens a new one, up to ``max_connections``; past
+    that, calls wait their turn in order.
+
+    Why not one ``httpx.AsyncClient`` with a pool of many connections: httpcore's pool
+    re-scans all of its connections (for every idle one, all of them again) whenever a
+    request starts or ends, and several requests starting at once get assigned the
+    same idle connection and retry. With hundreds of concurrent streams that
+    bookkeeping dominates: 200 concurrent calls took 2.5x (cold) to 13x (warm pool)
+    the time of one. With one connection per client it costs nothing.
+
+    Only used from its loop's thread, so it needs no lock.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: httpx.Timeout,
+        headers: Mapping[str, str],
+        verify: ssl.SSLContext | bool,
+        max_connections: int,
+    ) -> None:
+        self._timeout = timeout
+        self._headers = dict(headers)
+        self._verify = verify
+        self._max = max_connections
+        self._idle: list[tuple[httpx.AsyncClient, float]] = []  # a stack: newest last
+        self._busy: set[httpx.AsyncClient] = set()
+        self._waiters: deque[asyncio.Future[httpx.AsyncClient]] = deque()
+        self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @property
+    def clients(self) -> list[httpx.AsyncClient]:
+        return [client for client, _ in self._idle] + list(self._busy)
+
+    async def acquire(self) -> httpx.AsyncClient:
+        if self._closed:
+            raise ModelConnectionError("the model was closed (aclose) while a call started")
+        self._expire()
+        if self._idle:
+            client, _ = self._idle.pop()
+        elif len(self._busy) < self._max:
+            client = httpx.AsyncClient(
+                timeout=self._timeout,
+                headers=self._headers,
+                verify=self._verify,
+                limits=httpx.Limits(
+                    max_connections=1,
+                    max_keepalive_connections=1,
+                    keepalive_expiry=_KEEPALIVE_SECONDS,
+                ),
+            )
+        else:
+            waiter: asyncio.Future[httpx.AsyncClient] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                client = await waiter  # release() hands over a client already marked busy
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self.release(waiter.result())  # handed over just as we were cancelled
+                raise
+            return client
+        self._busy.add(client)
+        return client
+
+    def release(self, client: httpx.AsyncClient) -> None:
+        if client not in self._busy:
+            return  # the pool was closed meanwhile
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(client)  # stays busy, now for the waiter
+                return
+        self._busy.discard(client)
+        self._idle.append((client, time.monotonic()))
+
+    def _expire(self) -> None:
+        """Close clients unused for longer than the keep-alive expiry (oldest first).
+
+        httpx closes an expired connection only when its client is used again; an idle
+        client at the bottom of the stack might never be, so it is closed here.
+        """
+        limit = time.monotonic() - _KEEPALIVE_SECONDS
+        stale = 0
+        while stale < len(self._idle) and self._idle[stale][1] < limit:
+            stale += 1
+        if stale:
+            expired, self._idle = self._idle[:stale], self._idle[stale:]
+            for client, _ in expired:
+                task = asyncio.get_running_loop().create_task(client.aclose())
+                self._closing.add(task)  # keep a reference until it is done
+                task.add_done_callback(self._closing.discard)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        clients = self.clients
+        self._idle.clear()
+        self._busy.clear()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(
+                    ModelConnectionError("the model was closed (aclose) while a call waited")
+                )
+        for client in clients:
+            await client.aclose()
+        if self._closing:
+            await asyncio.wait(list(self._closing))
 
 
 # ------------------------------------------------------------------ stream parsing
@@ -542,6 +691,11 @@ async def _drain(pieces: AsyncIterator[bytes]) -> None:
 
 
 # ---------------------------------------------------------------- error helpers
+
+
+def _is_json(response: httpx.Response) -> bool:
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.partition(";")[0].strip().lower() == "application/json"
 
 
 def _excerpt(text: str) -> str:

@@ -10,9 +10,9 @@ from typing import Any
 
 from reactivex import Observable
 from reactivex import abc as rxabc
-from reactivex.disposable import Disposable
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from .._rx import DirectObservable, cancelling, running_loop, runtime_loop
+from .._rx import DirectObservable, running_loop, runtime_loop
 from ..message import ChatUsage, Msg, TextBlock, ThinkingBlock, ToolUseBlock
 from ..middleware.inputs import ModelCallInput
 from ..options import GenerateOptions
@@ -200,17 +200,48 @@ def _emit_later(
     chunks: list[ModelChunk | BaseException],
     delay: float,
 ) -> rxabc.DisposableBase:
-    async def pump() -> None:
-        for chunk in chunks:
-            await asyncio.sleep(delay)
-            if isinstance(chunk, BaseException):
-                observer.on_error(_as_exception(chunk))
-                return
-            observer.on_next(chunk)
-        observer.on_completed()
-
+    # A chain of loop timers (no task, no future per chunk): thousands of concurrent
+    # scripted calls stay cheap, and nothing holds a thread.
     loop = running_loop()
-    if loop is not None:
-        return cancelling(loop.create_task(pump()))
-    future = asyncio.run_coroutine_threadsafe(pump(), runtime_loop())
-    return cancelling(future)
+    if loop is None:
+        loop = runtime_loop()
+        holder = SingleAssignmentDisposable()
+
+        def start() -> None:
+            holder.disposable = _emit_later(observer, chunks, delay)
+
+        loop.call_soon_threadsafe(start)
+
+        def dispose_elsewhere() -> None:
+            assert loop is not None
+            loop.call_soon_threadsafe(holder.dispose)
+
+        return Disposable(dispose_elsewhere)
+    pending = iter(chunks)
+    handle: list[asyncio.TimerHandle | None] = [None]
+
+    def step() -> None:
+        chunk = next(pending, _END)
+        if chunk is _END:
+            handle[0] = None
+            observer.on_completed()
+            return
+        if isinstance(chunk, BaseException):
+            handle[0] = None
+            observer.on_error(_as_exception(chunk))
+            return
+        handle[0] = loop.call_later(delay, step)  # schedule first: on_next may dispose
+        observer.on_next(chunk)  # type: ignore[arg-type]
+
+    handle[0] = loop.call_later(delay, step)
+
+    def dispose() -> None:
+        timer = handle[0]
+        if timer is not None:
+            timer.cancel()
+            handle[0] = None
+
+    return Disposable(dispose)
+
+
+_END = object()

@@ -1,0 +1,12 @@
+"""OpenTelemetry tracing for agents: :class:`OtelTracingMiddleware`.
+
+Only the OpenTelemetry API is needed to import this module; install the SDK and an
+exporter (``pip install 'rx-agent[otel]'``) to record and ship spans.
+"""
+
+from . import _attributes as attributes
+from ._middleware import CANCELLED, INSTRUMENTATION_NAME, OtelTracingMiddleware
+
+OtelTracingMiddleware.__module__ = __name__
+
+__all__ = ["CANCELLED", "INSTRUMENTATION_NAME", "OtelTracingMiddleware", "attributes"]
