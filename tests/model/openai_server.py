@@ -61,7 +61,7 @@ def reasoning(content: str, key: str = "reasoning_content") -> dict[str, Any]:
 def tool_call(
     index: int | None,
     *,
-    id: str | None = None,  # noqa: A002 - the protocol's name
+    id: str | None = None,
     name: str | None = None,
     arguments: str | None = None,
 ) -> dict[str, Any]:
@@ -108,6 +108,7 @@ class Reply:
     disconnect_after: int | None = None
     raw: list[bytes] | None = None
     json_body: Any = None  # a non-streaming body to send verbatim instead of rendering
+    ignore_stream: bool = False  # answer a streaming request with one JSON body
 
     # ----------------------------------------------------------------- rendering
 
@@ -184,6 +185,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-case names
     body: Any  # parsed JSON (or the raw bytes when it was not JSON)
+    connection: int = 0  # which TCP connection (1, 2, ... in accept order) carried it
     events_sent: int = 0
     disconnected: bool = False  # the client went away before the answer was complete
     completed: bool = False
@@ -208,7 +210,8 @@ class OpenAIServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
+        self._connections = 0
+        self._handlers: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self.port = 0
 
     # ------------------------------------------------------------------ control
@@ -280,10 +283,12 @@ class OpenAIServer:
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
+        # Drop the open connections; their handlers then end on their own (cancelling
+        # them instead makes asyncio's stream callback log the cancellation).
+        for writer in list(self._handlers.values()):
+            writer.transport.abort()
         if self._handlers:
-            await asyncio.wait(self._handlers, timeout=2)
+            await asyncio.wait(list(self._handlers), timeout=2)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -298,7 +303,9 @@ class OpenAIServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._handlers.add(task)
+        self._handlers[task] = writer
+        self._connections += 1
+        connection = self._connections
         leftover = b""
         try:
             while True:
@@ -306,6 +313,7 @@ class OpenAIServer:
                 if parsed is None:
                     return
                 request, keep_alive = parsed
+                request.connection = connection
                 self.requests.append(request)
                 leftover, keep_alive = await self._answer(reader, writer, request, keep_alive)
                 if not keep_alive:
@@ -313,7 +321,7 @@ class OpenAIServer:
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             return
         finally:
-            self._handlers.discard(task)
+            self._handlers.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -369,7 +377,7 @@ class OpenAIServer:
 
     async def _pause(self, seconds: float, watch: asyncio.Future[bytes]) -> None:
         """Sleep, but notice at once when the client goes away meanwhile."""
-        if seconds > 0:
+        if seconds > 0 and not watch.done():
             await asyncio.wait({watch}, timeout=seconds)
         if watch.done() and watch.result() == b"":
             raise _ClientGone
@@ -406,7 +414,7 @@ class OpenAIServer:
             else:
                 await self._send_json(writer, reply.status, {"error": error}, reply.headers)
             return True
-        if not body.get("stream"):
+        if not body.get("stream") or reply.ignore_stream:
             await self._send_json(writer, reply.status, reply.completion(model), reply.headers)
             return True
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -422,12 +430,18 @@ class OpenAIServer:
             )
         )
         await writer.drain()
+        loop = asyncio.get_running_loop()
+        # Event k leaves at start + k * chunk_delay: a fixed schedule, so that time the
+        # server itself spends under load does not add up over the stream (a
+        # benchmark should measure the client, not this server).
+        due = loop.time()
         for event in reply.stream_events(model, include_usage):
             if reply.disconnect_after is not None and request.events_sent >= reply.disconnect_after:
                 # Drop the connection without ending the chunked body.
                 writer.transport.abort()
                 return False
-            await self._pause(reply.chunk_delay, watch)
+            due += reply.chunk_delay
+            await self._pause(due - loop.time(), watch)
             writer.write(b"%x\r\n%s\r\n" % (len(event), event))
             await writer.drain()
             request.events_sent += 1
@@ -469,3 +483,34 @@ def _head(status: int, headers: dict[str, str]) -> bytes:
         phrase = "Status"
     lines = [f"HTTP/1.1 {status} {phrase}"] + [f"{k}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve from the command line (for benchmarks and manual tries).
+
+    Every request gets the same answer: ``--chunks`` text deltas, ``--latency`` seconds
+    before each SSE event. Prints the base URL on one line, then serves until killed
+    or until standard input closes.
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="A local OpenAI-compatible test server.")
+    parser.add_argument("--chunks", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=0.05)
+    args = parser.parse_args(argv)
+    server = OpenAIServer().start()
+    server.default = Reply(
+        [text(f"word{i} ") for i in range(args.chunks)], chunk_delay=args.latency
+    )
+    print(server.url, flush=True)
+    try:
+        sys.stdin.read()  # the parent closes our stdin to stop us
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""The middleware examples run offline, exit 0 and print what they should; the docs
+include code from them only through sections that exist."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+DOCS = ROOT / "docs"
+
+NAMES = [
+    "full_observability",
+    "session_bootstrap",
+    "request_context",
+    "timing",
+    "rate_limit",
+    "dynamic_system_prompt",
+    "model_fallback",
+    "final_answer_filter",
+    "task_list",
+    "reply_budget",
+    "tracing_otel",
+]
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stdout.splitlines()
+
+
+def _run(name: str) -> Run:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        capture_output=True, text=True, timeout=60, check=False, cwd=ROOT,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[dict[str, Run]]:
+    # All at once: each run is mostly interpreter start-up and imports.
+    with ThreadPoolExecutor(max_workers=len(NAMES)) as pool:
+        yield dict(zip(NAMES, pool.map(_run, NAMES), strict=True))
+
+
+def ok(runs: dict[str, Run], name: str) -> Run:
+    run = runs[name]
+    assert run.returncode == 0, f"{name}.py failed:\n{run.stderr}"
+    return run
+
+
+def test_full_observability(runs: dict[str, Run]) -> None:
+    assert ok(runs, "full_observability").lines == [
+        "[agent] start for assistant",
+        "[system_prompt] length=28",
+        "[reasoning] start",
+        "[model_call] ScriptedModel",
+        "[model_call] done",
+        "[reasoning] end",
+        "[reasoning] start",
+        "[model_call] ScriptedModel",
+        "[model_call] done",
+        "[reasoning] end",
+        "[agent] end for assistant",
+        "answer: It is sunny and 24 C in Paris.",
+    ]
+
+
+def test_session_bootstrap(runs: dict[str, Run]) -> None:
+    out = ok(runs, "session_bootstrap").stdout
+    assert out.count("user: [user profile] Alice prefers metric units") == 2  # seen twice
+    assert "  assistant: It is 24 C.\n  user: And in Fahrenheit?" in out
+    assert "profile messages in the session: 1" in out  # but added once
+
+
+def test_request_context(runs: dict[str, Run]) -> None:
+    assert ok(runs, "request_context").lines == [
+        "[req] user=alice session=s-42 reqId=req-7f3a",
+        "answer: Done, the export is logged.",
+        "tool saw one trace id: True",
+        "caller ctx has trace_id: False",
+    ]
+
+
+def test_timing(runs: dict[str, Run]) -> None:
+    run = ok(runs, "timing")
+    times = [int(m) for m in re.findall(r"^\[timing\] assistant: (\d+)ms$", run.stdout, re.M)]
+    # Three and four chunks, 20 ms apart.
+    assert len(times) == 2 and times[0] >= 55 and times[1] >= 75, run.stdout
+    assert run.lines[-1] == "answer: RxPY is a reactive stream library."
+
+
+def test_rate_limit(runs: dict[str, Run]) -> None:
+    run = ok(runs, "rate_limit")
+    found = re.findall(r"^\[model\] call \d at \+([\d.]+)s$", run.stdout, re.M)
+    stamps = [float(s) for s in found]
+    assert len(stamps) == 3, run.stdout
+    # Slots are reserved 0.2 s apart; a call never starts before its slot (a busy
+    # machine may start it later).
+    for k, stamp in enumerate(stamps):
+        assert stamp >= 0.2 * k - 0.01, stamps
+    assert "replies: ['answer 0', 'answer 1', 'answer 2']" in run.stdout
+
+
+def test_dynamic_system_prompt(runs: dict[str, Run]) -> None:
+    run = ok(runs, "dynamic_system_prompt")
+    assert run.lines[0] == "answer: Good afternoon!"
+    prompt = run.stdout.split("system prompt the model saw:\n", 1)[1]
+    assert re.fullmatch(
+        r"You are a helpful assistant\.\n\n## Current Context\nTime: \d{4}-\d\d-\d\d \d\d:\d\d UTC"
+        r"\n\n## Current Context\nUser locale: en-GB\n",
+        prompt,
+    ), prompt
+
+
+def test_model_fallback(runs: dict[str, Run]) -> None:
+    run = ok(runs, "model_fallback")
+    assert run.lines == [
+        "middleware: Answer from the backup model.",
+        "failover from primary: 503 Service Unavailable",
+        "builder: Answer from the backup model.",
+    ]
+    assert "Primary model failed: 503 Service Unavailable, switching to fallback" in run.stderr
+
+
+def test_final_answer_filter(runs: dict[str, Run]) -> None:
+    assert ok(runs, "final_answer_filter").lines == [
+        "without filter: 'Let me check the weather. It is sunny and 24 C in Paris.' "
+        "(tool results: 1)",
+        "with filter:    'It is sunny and 24 C in Paris.' (tool results: 1)",
+    ]
+
+
+def test_task_list(runs: dict[str, Run]) -> None:
+    out = ok(runs, "task_list").stdout
+    assert "on_reasoning          TaskReminderMiddleware(1)" in out
+    assert "step 1 reminder: The task list is empty." in out
+    assert ("step 2 reminder: Current task list (update it with todo_write as you make "
+            "progress): | 1. [~] Search for sources (in_progress) | "
+            "2. [ ] Write the summary (pending)") in out
+    assert "step 4 reminder: " in out and "1. [x] Search for sources (completed)" in out
+    assert "answer: RxPY has schedulers for threads, asyncio and timers." in out
+    assert ("stored list: [{'content': 'Search for sources', 'status': 'completed'}, "
+            "{'content': 'Write the summary', 'status': 'in_progress'}]") in out
+    assert "reminders stored in the conversation: False" in out
+
+
+def test_reply_budget(runs: dict[str, Run]) -> None:
+    lines = ok(runs, "reply_budget").lines
+    calls = [line for line in lines if line.startswith("model call")]
+    assert len(calls) == 4
+    assert all("tool_choice=None hint=False" in line for line in calls[:3])
+    assert "tool_choice=none hint=True" in calls[3]
+    assert lines[-2].startswith("hint event: The token budget for this reply is used up.")
+    assert lines[-1] == "answer: Here is what I found so far."
+
+
+def test_tracing_otel(runs: dict[str, Run]) -> None:
+    lines = ok(runs, "tracing_otel").lines
+    assert lines[0] == "answer: It is 15:04 and sunny (24 C) in Paris."
+    tree = [re.sub(r" \[OK\].*", "", line) for line in lines[1:]]
+    assert tree == [
+        "invoke_agent assistant",
+        "    chat gpt-4o-mini",
+        "    execute_tool get_weather (+1 more)",
+        "    chat gpt-4o-mini",
+    ]
+    assert "conversation.id=demo-1" in lines[1]
+    assert "response.finish_reasons=('tool_calls',)" in lines[2]
+
+
+# -- docs include example code through snippet sections that exist -----------------------
+
+SNIPPET = re.compile(r'^\s*--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$', re.M)
+
+
+def _snippets() -> list[tuple[str, str, str | None]]:
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        for match in SNIPPET.finditer(page.read_text(encoding="utf-8")):
+            found.append((str(page.relative_to(ROOT)), match["path"], match["section"]))
+    return found
+
+
+def test_every_example_is_documented() -> None:
+    included = {path for _, path, _ in _snippets()}
+    examples_page = (DOCS / "examples.md").read_text(encoding="utf-8")
+    for name in NAMES:
+        assert f"examples/{name}.py" in included, name
+        assert f"`{name}.py`" in examples_page, name
+
+
+@pytest.mark.parametrize(("page", "path", "section"), _snippets())
+def test_snippet_sources_exist(page: str, path: str, section: str | None) -> None:
+    source = ROOT / path
+    assert source.is_file(), f"{page} includes missing {path}"
+    if section is not None:
+        text = source.read_text(encoding="utf-8")
+        start = f"--8<-- [start:{section}]"
+        end = f"--8<-- [end:{section}]"
+        assert start in text and end in text, f"{page}: {path} has no section {section!r}"
+        assert text.index(start) < text.index(end)
