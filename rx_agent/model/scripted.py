@@ -217,25 +217,33 @@ def _emit_later(
             loop.call_soon_threadsafe(holder.dispose)
 
         return Disposable(dispose_elsewhere)
-    pending = iter(chunks)
     handle: list[asyncio.TimerHandle | None] = [None]
+    index = 0
+    disposed = False
 
     def step() -> None:
-        chunk = next(pending, _END)
-        if chunk is _END:
-            handle[0] = None
-            observer.on_completed()
-            return
+        nonlocal index
+        chunk = chunks[index]
+        index += 1
         if isinstance(chunk, BaseException):
             handle[0] = None
             observer.on_error(_as_exception(chunk))
             return
-        handle[0] = loop.call_later(delay, step)  # schedule first: on_next may dispose
-        observer.on_next(chunk)  # type: ignore[arg-type]
+        more = index < len(chunks)
+        # Schedule before on_next, which may dispose (and so cancel the timer).
+        handle[0] = loop.call_later(delay, step) if more else None
+        observer.on_next(chunk)
+        if not more and not disposed:
+            observer.on_completed()
 
+    if not chunks:
+        observer.on_completed()
+        return Disposable()
     handle[0] = loop.call_later(delay, step)
 
     def dispose() -> None:
+        nonlocal disposed
+        disposed = True
         timer = handle[0]
         if timer is not None:
             timer.cancel()
@@ -243,5 +251,3 @@ def _emit_later(
 
     return Disposable(dispose)
 
-
-_END = object()
