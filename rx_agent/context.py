@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._record import new_id
 from .event import PermissionRule
 from .message import Msg, ToolUseBlock
 
@@ -73,7 +73,7 @@ class RuntimeContext:
                 raise TypeError(f"RuntimeContext {label} must be a str, not {type(value).__name__}")
         self.session_id = session_id or None
         self.user_id = user_id or None
-        self.run_id: str = run_id or uuid.uuid4().hex
+        self.run_id: str = run_id or new_id()
         self.agent_state: AgentState | None = None
         self._lock = threading.RLock()
         self._attrs: dict[str | type[Any], Any] = {}

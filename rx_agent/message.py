@@ -192,6 +192,25 @@ class Msg(Record):
             return []
         return value
 
+    @classmethod
+    def make(
+        cls,
+        role: Role,
+        content: list[ContentBlock],
+        name: str | None = None,
+        *,
+        generate_reason: GenerateReason | None = None,
+        usage: ChatUsage | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Msg:
+        """Build a message from already-valid parts without validation (runtime use)."""
+        msg: Msg = cls._fast({
+            "role": role, "content": content, "name": name, "metadata": metadata,
+            "id": new_id(), "created_at": now(), "generate_reason": generate_reason,
+            "usage": usage,
+        })
+        return msg
+
     @property
     def text(self) -> str:
         """The concatenated text of the message's :class:`TextBlock` s."""

@@ -239,15 +239,15 @@ class MessageAccumulator:
         for part in self._blocks:
             text = "".join(part.parts)
             if part.kind == "text":
-                content.append(TextBlock(text=text))
+                content.append(TextBlock._fast({"type": "text", "text": text}))
             elif part.kind == "thinking":
-                content.append(ThinkingBlock(thinking=text))
+                content.append(ThinkingBlock._fast({"type": "thinking", "thinking": text}))
             elif part.kind == "data":
                 content.append(DataBlock(media_type=part.extra or "application/octet-stream",
                                          data=text))
             else:
                 content.append(_tool_use(part.key[2:], part.extra or "", text))
-        return Msg(role=Role.ASSISTANT, content=content, name=name, usage=self.usage)
+        return Msg.make(Role.ASSISTANT, content, name, usage=self.usage)
 
 
 def _tool_use(call_id: str, name: str, arguments: str) -> ToolUseBlock:

@@ -66,7 +66,7 @@ from ..middleware.inputs import (
     ReasoningInput,
 )
 from ..model.base import ChatModel
-from ..session import ANONYMOUS_USER, SessionKey
+from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
 from ..tool.toolkit import Tool, ToolArgumentError, is_stream, resolve, tool_output_text
 from ._blocks import ChunkConverter, MessageAccumulator
 
@@ -216,15 +216,17 @@ class Run:
         if self.finished or self.disposed:
             return
         self.finished = True
+        if type(self.agent.session_store) is InMemorySessionStore and (
+            self.state_ready_failed or not self.agent.plan.finish_hooks()
+        ):
+            # Nothing to await: finish now instead of paying for a task.
+            self._release_now()
+            self._deliver(error)
+            return
         assert self.loop is not None
         self.loop.create_task(self._finalize(error))
 
-    async def _finalize(self, error: BaseException | None) -> None:
-        try:
-            if not self.state_ready_failed:
-                error = await self._run_finish_hooks(error)
-        finally:
-            await self._release()
+    def _deliver(self, error: BaseException | None) -> None:
         observer = self.observer
         if observer is None or self.disposed:
             return
@@ -232,6 +234,14 @@ class Run:
             observer.on_error(error if isinstance(error, Exception) else RuntimeError(error))
         else:
             observer.on_completed()
+
+    async def _finalize(self, error: BaseException | None) -> None:
+        try:
+            if not self.state_ready_failed:
+                error = await self._run_finish_hooks(error)
+        finally:
+            await self._release()
+        self._deliver(error)
 
     async def _run_finish_hooks(self, error: BaseException | None) -> BaseException | None:
         hooks = self.agent.plan.finish_hooks()
@@ -264,24 +274,45 @@ class Run:
         return error
 
     async def _release(self) -> None:
+        """Save the state and free the session slot (once)."""
         if self.released:
             return
         self.released = True
         try:
-            if self.disposed and self.state is not None and self.state.pending is None:
-                # Cut off mid-step: no tool call may stay without a result.
-                self._close_orphans(self.state, ToolResultState.INTERRUPTED,
-                                    "Cancelled before it finished.", emit_events=False)
-            if self.slot_held and self.state is not None:
-                saved = self.agent.session_store.save(self.key, self.state)
-                if saved is not None:
-                    await saved
+            saved = self._save()
+            if saved is not None:
+                await saved
         except Exception:
             logger.exception("saving session %s failed", self.key)
         finally:
-            if self.slot_held:
-                self.slot_held = False
-                self.agent._slots.release(self.key, self)
+            self._free_slot()
+
+    def _release_now(self) -> None:
+        """:meth:`_release` for a synchronous store."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            self._save()
+        except Exception:
+            logger.exception("saving session %s failed", self.key)
+        finally:
+            self._free_slot()
+
+    def _save(self) -> Any:
+        state = self.state
+        if self.disposed and state is not None and state.pending is None:
+            # Cut off mid-step: no tool call may stay without a result.
+            self._close_orphans(state, ToolResultState.INTERRUPTED,
+                                "Cancelled before it finished.", emit_events=False)
+        if self.slot_held and state is not None:
+            return self.agent.session_store.save(self.key, state)
+        return None
+
+    def _free_slot(self) -> None:
+        if self.slot_held:
+            self.slot_held = False
+            self.agent._slots.release(self.key, self)
 
     def _dispose_threadsafe(self) -> None:
         loop = self.loop
@@ -406,7 +437,8 @@ class Run:
         if self.interrupted:
             return self._close_interrupted(state)
         self.system_prompt = await self._system_prompt()
-        self._system_msg = Msg(role=Role.SYSTEM, content=self.system_prompt)
+        prompt_block = TextBlock._fast({"type": "text", "text": self.system_prompt})
+        self._system_msg = Msg.make(Role.SYSTEM, [prompt_block])
         self.tools = tuple(agent.toolkit.schemas())
         options = agent.generate_options
         if resume is not None:
@@ -601,8 +633,7 @@ class Run:
                                             state=result_state)
                     if emit_events:
                         self.emit_result_events(new_id(), block)
-                    state.context.append(Msg(role=Role.TOOL, content=[block],
-                                             name=call.name))
+                    state.context.append(Msg.make(Role.TOOL, [block], call.name))
 
     def emit_result_events(self, reply_id: str, block: ToolResultBlock) -> None:
         self._emit_block(reply_id, block, self.emit)
@@ -733,7 +764,7 @@ class Run:
             by_id = {r.id: r for r in event.tool_results}
             for call in pending.tool_calls:
                 result = by_id[call.id]
-                state.context.append(Msg(role=Role.TOOL, content=[result], name=result.name))
+                state.context.append(Msg.make(Role.TOOL, [result], result.name))
             return None
         self.emit(UserConfirmResultEvent.make(
             self.source, reply_id=event.reply_id, confirm_results=list(event.confirm_results)))
@@ -823,7 +854,7 @@ class Run:
                                             output=reason or "permission denied by rules",
                                             state=ToolResultState.DENIED)
                     self.emit_result_events(new_id(), block)
-                    state.context.append(Msg(role=Role.TOOL, content=[block], name=call.name))
+                    state.context.append(Msg.make(Role.TOOL, [block], call.name))
                     continue
                 if decision == "ask":
                     ask.append(call)
@@ -888,7 +919,7 @@ class Run:
         block = ToolResultBlock(id=call.id, name=call.name, output=reason,
                                 state=ToolResultState.DENIED)
         self.emit_result_events(new_id(), block)
-        state.context.append(Msg(role=Role.TOOL, content=[block], name=call.name))
+        state.context.append(Msg.make(Role.TOOL, [block], call.name))
 
     async def _execute_batch(
         self, calls: tuple[ToolUseBlock, ...], emit: Callable[[AgentEvent], None]
@@ -902,7 +933,7 @@ class Run:
         denied = self.user_denied
 
         def record(block: ToolResultBlock) -> None:
-            state.context.append(Msg(role=Role.TOOL, content=[block], name=block.name))
+            state.context.append(Msg.make(Role.TOOL, [block], block.name))
 
         if denied and all(c.id in denied for c in calls):
             for call in calls:
@@ -1011,7 +1042,7 @@ def close_pending(state: AgentState) -> None:
             block = ToolResultBlock(id=call.id, name=call.name,
                                     output="Interrupted while waiting for an answer.",
                                     state=ToolResultState.INTERRUPTED)
-            state.context.append(Msg(role=Role.TOOL, content=[block], name=call.name))
+            state.context.append(Msg.make(Role.TOOL, [block], call.name))
 
 
 def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:
