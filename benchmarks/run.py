@@ -59,24 +59,28 @@ class Suite:
               "on_agent+on_reasoning+on_model_call", flush=True)
         ours: dict[tuple[str, int], float] = {}
         theirs: dict[tuple[str, int], float] = {}
+        depths = [3 * n for n in NS]  # the floor: one map per hook, three hooks a layer
+        samples: dict[tuple[str, int], list[float]] = {(f, n): [] for f in FLAVOURS for n in NS}
+        floor_samples: dict[int, list[float]] = {d: [] for d in depths}
+        # Ours and the floor alternate run by run, so drift on a busy machine hits all.
+        for _ in range(self.repeats):
+            for n, depth in zip(NS, depths, strict=True):
+                for flavour in FLAVOURS:
+                    samples[flavour, n] += await w.time_runs(
+                        lambda n=n, flavour=flavour: w.stream_agent(n, flavour, self.events),
+                        1, warmup=0 if samples[flavour, n] else 1)
+                floor_samples[depth] += w.floor_seconds(self.events, depth, 1)
         for flavour in FLAVOURS:
             for n in NS:
-                def make(n: int = n, flavour: str = flavour) -> Any:
-                    return w.stream_agent(n, flavour, self.events)
-                first = await w.time_runs(make, self.repeats)
+                ours[flavour, n] = median(samples[flavour, n]) / self.events * 1e6
                 report = self.peer(workload="stream", n_mw=n, flavour=flavour,
                                    events=self.events, repeats=self.repeats)
-                second = await w.time_runs(make, self.repeats)  # interleaved around peer
-                ours[flavour, n] = median(first + second) / self.events * 1e6
                 if report is not None:
                     theirs[flavour, n] = report["us_per_event"]
                 peer_txt = f"  agentscope {theirs[flavour, n]:.2f}" if report else ""
                 print(f"    {flavour:<4} N={n:<2} ours {ours[flavour, n]:.3f} us/event{peer_txt}",
                       flush=True)
-        # The floor: per layer = 3 maps (one per hook), over the same items.
-        depths = [3 * n for n in NS]
-        floor = [median(w.floor_seconds(self.events, d, self.repeats)) / self.events * 1e6
-                 for d in depths]
+        floor = [median(floor_samples[d]) / self.events * 1e6 for d in depths]
         floor_layer = w.slope(list(NS), floor)
         slope_ours = {f: w.slope(list(NS), [ours[f, n] for n in NS]) for f in FLAVOURS}
         self.results["stream"] = {"ours": {f"{f}/{n}": v for (f, n), v in ours.items()},
@@ -112,14 +116,17 @@ class Suite:
         ours: dict[tuple[str, int], float] = {}
         theirs: dict[tuple[str, int], float] = {}
         for flavour in FLAVOURS:
+            # Ours: N=0 and N=10 runs alternate, so drift on a busy machine hits both.
+            samples: dict[int, list[float]] = {0: [], 10: []}
+            for _ in range(reps):
+                for n in (0, 10):
+                    samples[n] += await w.time_runs(
+                        lambda n=n, flavour=flavour: w.rounds_agent(n, flavour, self.n_rounds),
+                        1, warmup=0)
             for n in (0, 10):
-                def make(n: int = n, flavour: str = flavour) -> Any:
-                    return w.rounds_agent(n, flavour, self.n_rounds)
-                first = await w.time_runs(make, reps)
+                ours[flavour, n] = median(samples[n]) / self.n_rounds * 1e6
                 report = self.peer(workload="rounds", n_mw=n, flavour=flavour,
                                    rounds=self.n_rounds, repeats=reps)
-                second = await w.time_runs(make, reps)
-                ours[flavour, n] = median(first + second) / self.n_rounds * 1e6
                 if report is not None:
                     theirs[flavour, n] = report["us_per_round"]
                 peer_txt = f"  agentscope {theirs[flavour, n]:.1f}" if report else ""
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--round-repeats", type=int, default=25)
+    parser.add_argument("--round-repeats", type=int, default=40)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
