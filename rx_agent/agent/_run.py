@@ -358,7 +358,8 @@ class Run:
 
     async def _bind(self) -> AgentState:
         agent = self.agent
-        await agent._slots.acquire(self.key, self)
+        if not agent._slots.try_acquire(self.key, self):
+            await agent._slots.acquire(self.key, self)
         self.slot_held = True
         loaded = agent.session_store.load(self.key)
         if loaded is not None and not isinstance(loaded, AgentState):

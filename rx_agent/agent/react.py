@@ -25,7 +25,7 @@ from ..event import (
     PermissionRule,
     UserConfirmResultEvent,
 )
-from ..message import Msg, Role
+from ..message import Msg, Role, TextBlock
 from ..middleware.base import MiddlewareBase
 from ..middleware.inputs import AgentInput
 from ..middleware.plan import ExecutionPlan
@@ -55,7 +55,8 @@ def _normalize(msgs: AgentInputLike) -> AgentInput:
     if msgs is None:
         return AgentInput(())
     if isinstance(msgs, str):
-        return AgentInput((Msg(role=Role.USER, content=msgs),))
+        content = [TextBlock._fast({"type": "text", "text": msgs})] if msgs else []
+        return AgentInput((Msg.make(Role.USER, content),))
     if isinstance(msgs, Msg):
         return AgentInput((msgs,))
     if isinstance(msgs, (UserConfirmResultEvent, ExternalExecutionResultEvent)):
