@@ -20,7 +20,7 @@ def lint(session: nox.Session) -> None:
     """ruff and mypy --strict."""
     session.install("-e", ".[lint]")
     session.run("ruff", "check", "rx_agent", "tests", "examples", "benchmarks")
-    session.run("mypy", "rx_agent")
+    session.run("mypy", "rx_agent", "tests/typing")
 
 
 @nox.session

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, TypeAdapter
 
@@ -97,8 +97,18 @@ class AgentEvent(Record):
     def make(cls, source: str | None = None, /, **values: Any) -> Any:
         """Build an event from runtime-produced values without validation (hot path)."""
         obj = _new(cls)
-        _set(obj, "__dict__", {**cls._defaults, "id": new_id(), "created_at": now(),
-                               "source": source, "metadata": {}, **values})
+        _set(
+            obj,
+            "__dict__",
+            {
+                **cls._defaults,
+                "id": new_id(),
+                "created_at": now(),
+                "source": source,
+                "metadata": {},
+                **values,
+            },
+        )
         _set(obj, "__pydantic_fields_set__", cls._all_fields)
         _set(obj, "__pydantic_extra__", None)
         _set(obj, "__pydantic_private__", None)
@@ -278,10 +288,35 @@ class RequestStopEvent(AgentEvent):
     reason: str = ""
     generate_reason: GenerateReason = GenerateReason.MIDDLEWARE_STOP_REQUESTED
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            reason: str = ...,
+            generate_reason: GenerateReason = ...,
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            source: str | None = ...,
+            metadata: dict[str, Any] = ...,
+        ) -> None: ...
+
 
 class AllToolsDeniedEvent(AgentEvent):
     type: Literal["all_tools_denied"] = "all_tools_denied"
     denied_tool_calls: list[ToolUseBlock]
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            denied_tool_calls: list[ToolUseBlock],
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            source: str | None = ...,
+            metadata: dict[str, Any] = ...,
+        ) -> None: ...
 
 
 class PermissionRule(Record):
@@ -299,6 +334,16 @@ class PermissionRule(Record):
     reason: str | None = None
     when: Callable[[dict[str, Any]], bool] | None = Field(default=None, exclude=True)
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            pattern: str = ...,
+            decision: Literal["allow", "ask", "deny"] = ...,
+            reason: str | None = ...,
+            when: Callable[[dict[str, Any]], bool] | None = ...,
+        ) -> None: ...
+
     def matches(self, tool_name: str, arguments: dict[str, Any]) -> bool:
         if not fnmatch.fnmatchcase(tool_name, self.pattern):
             return False
@@ -314,6 +359,16 @@ class ConfirmResult(Record):
     reason: str | None = None
     rules: list[PermissionRule] | None = None
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            tool_call: ToolUseBlock,
+            confirmed: bool,
+            reason: str | None = ...,
+            rules: list[PermissionRule] | None = ...,
+        ) -> None: ...
+
 
 class RequireUserConfirmEvent(AgentEvent):
     type: Literal["require_user_confirm"] = "require_user_confirm"
@@ -325,6 +380,19 @@ class UserConfirmResultEvent(AgentEvent):
     type: Literal["user_confirm_result"] = "user_confirm_result"
     reply_id: str
     confirm_results: list[ConfirmResult]
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            reply_id: str,
+            confirm_results: list[ConfirmResult],
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            source: str | None = ...,
+            metadata: dict[str, Any] = ...,
+        ) -> None: ...
 
 
 class RequireExternalExecutionEvent(AgentEvent):
@@ -338,6 +406,19 @@ class ExternalExecutionResultEvent(AgentEvent):
     reply_id: str
     tool_results: list[ToolResultBlock]
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            reply_id: str,
+            tool_results: list[ToolResultBlock],
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            source: str | None = ...,
+            metadata: dict[str, Any] = ...,
+        ) -> None: ...
+
 
 class CustomEvent(AgentEvent):
     """An application-defined event; ``value`` must be JSON-serialisable to round-trip."""
@@ -345,6 +426,19 @@ class CustomEvent(AgentEvent):
     type: Literal["custom"] = "custom"
     name: str
     value: Any = None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            name: str,
+            value: Any = ...,
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            source: str | None = ...,
+            metadata: dict[str, Any] = ...,
+        ) -> None: ...
 
 
 AnyEvent = Annotated[

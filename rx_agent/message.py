@@ -7,7 +7,7 @@ Everything here is a pydantic model that round-trips through JSON. Blocks carry 
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -89,9 +89,22 @@ class ChatUsage(Record):
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=opt(self.cached_tokens, other.cached_tokens),
             reasoning_tokens=opt(self.reasoning_tokens, other.reasoning_tokens),
-            time=None if self.time is None and other.time is None
+            time=None
+            if self.time is None and other.time is None
             else (self.time or 0.0) + (other.time or 0.0),
         )
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            input_tokens: int = ...,
+            output_tokens: int = ...,
+            *,
+            cached_tokens: int | None = ...,
+            reasoning_tokens: int | None = ...,
+            time: float | None = ...,
+        ) -> None: ...
 
 
 class TextBlock(Record):
@@ -101,6 +114,10 @@ class TextBlock(Record):
     type: Literal["text"] = "text"
     text: str
 
+    if TYPE_CHECKING:
+
+        def __init__(self, text: str, *, type: Literal["text"] = ...) -> None: ...
+
 
 class ThinkingBlock(Record):
     """Model reasoning ("thinking") text, not part of the visible answer."""
@@ -109,6 +126,10 @@ class ThinkingBlock(Record):
     type: Literal["thinking"] = "thinking"
     thinking: str
 
+    if TYPE_CHECKING:
+
+        def __init__(self, thinking: str, *, type: Literal["thinking"] = ...) -> None: ...
+
 
 class HintBlock(Record):
     """A runtime hint for the model (reminders, budget notices)."""
@@ -116,6 +137,10 @@ class HintBlock(Record):
     __positional__ = ("hint",)
     type: Literal["hint"] = "hint"
     hint: str
+
+    if TYPE_CHECKING:
+
+        def __init__(self, hint: str, *, type: Literal["hint"] = ...) -> None: ...
 
 
 class DataBlock(Record):
@@ -126,6 +151,17 @@ class DataBlock(Record):
     media_type: str = "application/octet-stream"
     data: str | None = Field(default=None, description="Base64-encoded bytes.")
     url: str | None = None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            media_type: str = ...,
+            data: str | None = ...,
+            url: str | None = ...,
+            *,
+            type: Literal["data"] = ...,
+        ) -> None: ...
 
 
 class ToolUseBlock(Record):
@@ -139,6 +175,18 @@ class ToolUseBlock(Record):
     # The raw argument text when it was not a JSON object; the call then fails
     # with a clear error instead of running with guessed arguments.
     raw_input: str | None = None
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            id: str,
+            name: str,
+            input: dict[str, Any] = ...,
+            *,
+            raw_input: str | None = ...,
+            type: Literal["tool_use"] = ...,
+        ) -> None: ...
 
 
 class ToolResultBlock(Record):
@@ -157,6 +205,18 @@ class ToolResultBlock(Record):
         if isinstance(self.output, str):
             return self.output
         return "".join(b.text for b in self.output if isinstance(b, TextBlock))
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            id: str,
+            name: str,
+            output: str | list[ContentBlock] = ...,
+            state: ToolResultState = ...,
+            *,
+            type: Literal["tool_result"] = ...,
+        ) -> None: ...
 
 
 ContentBlock = Annotated[
@@ -183,6 +243,21 @@ class Msg(Record):
     generate_reason: GenerateReason | None = None
     usage: ChatUsage | None = None
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            role: Role | str,
+            content: str | list[ContentBlock] | None = ...,
+            name: str | None = ...,
+            metadata: dict[str, Any] | None = ...,
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            generate_reason: GenerateReason | None = ...,
+            usage: ChatUsage | None = ...,
+        ) -> None: ...
+
     @field_validator("content", mode="before")
     @classmethod
     def _text_to_blocks(cls, value: Any) -> Any:
@@ -204,11 +279,18 @@ class Msg(Record):
         metadata: dict[str, Any] | None = None,
     ) -> Msg:
         """Build a message from already-valid parts without validation (runtime use)."""
-        msg: Msg = cls._fast({
-            "role": role, "content": content, "name": name, "metadata": metadata,
-            "id": new_id(), "created_at": now(), "generate_reason": generate_reason,
-            "usage": usage,
-        })
+        msg: Msg = cls._fast(
+            {
+                "role": role,
+                "content": content,
+                "name": name,
+                "metadata": metadata,
+                "id": new_id(),
+                "created_at": now(),
+                "generate_reason": generate_reason,
+                "usage": usage,
+            }
+        )
         return msg
 
     @property

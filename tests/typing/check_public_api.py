@@ -1,0 +1,79 @@
+"""Type-checked (not run) by ``nox -s lint``: the documented usage must type-check
+under ``mypy --strict``, positional constructors included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reactivex import Observable
+from reactivex import operators as ops
+
+from rx_agent import (
+    ActingInput,
+    AgentEvent,
+    ConfirmResult,
+    CustomEvent,
+    ExtensionPoint,
+    GenerateReason,
+    MiddlewareBase,
+    ModelCallInput,
+    Msg,
+    ReActAgent,
+    RequestStopEvent,
+    RuntimeContext,
+    ScriptedModel,
+    TextBlock,
+    ThinkingBlock,
+    Toolkit,
+    ToolResultBlock,
+    ToolResultState,
+    ToolUseBlock,
+    UserConfirmResultEvent,
+    tool,
+)
+from rx_agent.middleware import Agent
+
+text = TextBlock("hi")
+call = ToolUseBlock("c1", "weather", {"city": "Paris"})
+result = ToolResultBlock("c1", "weather", "sunny", ToolResultState.SUCCESS)
+msg = Msg("user", "hello")
+msg2 = Msg("assistant", [text, ThinkingBlock("hmm"), call])
+stop = RequestStopEvent("All tools denied by user", GenerateReason.ALL_TOOLS_DENIED)
+confirm = UserConfirmResultEvent("r1", [ConfirmResult(call, True)])
+custom = CustomEvent("progress", {"percent": 50})
+
+
+@tool
+def weather(city: str) -> str:
+    """Weather in a city."""
+    return city
+
+
+class Timing(MiddlewareBase):
+    def active_points(self) -> set[ExtensionPoint]:
+        return {ExtensionPoint.ON_MODEL_CALL, ExtensionPoint.ON_ACTING}
+
+    def on_model_call(
+        self, agent: Agent, ctx: RuntimeContext, input: ModelCallInput, next: Any
+    ) -> Observable[AgentEvent]:
+        result: Observable[AgentEvent] = next(input.with_(messages=input.messages))
+        return result.pipe(ops.do_action(on_completed=lambda: None))
+
+    def on_acting(
+        self, agent: Agent, ctx: RuntimeContext, input: ActingInput, next: Any
+    ) -> Observable[AgentEvent]:
+        result: Observable[AgentEvent] = next(input)
+        return result
+
+
+agent = (
+    ReActAgent.builder()
+    .name("typed")
+    .model(ScriptedModel(["ok"]))
+    .toolkit(Toolkit([weather]))
+    .middleware(Timing())
+    .max_retries(2)
+    .build()
+)
+final: Msg = agent.call_sync("hi", RuntimeContext(session_id="s"))
+events: Observable[AgentEvent] = agent.stream([msg])
