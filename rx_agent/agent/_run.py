@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal
 
 import reactivex
 from reactivex import Observable
@@ -65,19 +64,17 @@ from ..middleware.inputs import (
     ModelCallInput,
     ReasoningInput,
 )
-from ..model.base import ChatModel
 from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
 from ..tool.toolkit import Tool, ToolArgumentError, is_stream, resolve, tool_output_text
-from ._blocks import ChunkConverter, MessageAccumulator
+from ._blocks import MessageAccumulator
+from ._hitl import ResumeEvent, apply_edits, check_resume, decide
+from ._model_call import ModelAttempts
 
 if TYPE_CHECKING:
     from .react import ReActAgent
 
 logger = logging.getLogger("rx_agent")
 _get_loop = asyncio.events._get_running_loop  # the C fast path of get_running_loop
-
-MAX_RETRY_AFTER = 60.0
-"""Seconds: a ``retry_after`` longer than this fails the attempt instead of waiting."""
 
 _EMPTY_ANSWER_REMINDER = (
     "Your last reply had no visible answer and no tool call. Reply to the user with "
@@ -88,13 +85,6 @@ _SUMMARY_HINT = (
     "summarize what you found and answer the user as well as you can now."
 )
 _INTERRUPTED_TEXT = "The reply was interrupted."
-
-
-ResumeEvent: TypeAlias = UserConfirmResultEvent | ExternalExecutionResultEvent
-
-
-class ResumeError(ValueError):
-    """A resume input does not fit the paused reply (wrong ids, kind or reply id)."""
 
 
 class _Interrupted(Exception):
@@ -431,7 +421,7 @@ class Run:
         agent = self.agent
         resume = inp.resume
         if resume is not None:
-            self._check_resume(state, resume)  # raises before anything changes
+            check_resume(state, resume, self.key.session_id)  # raises before anything changes
         elif state.pending is not None:
             self._abandon_pending(state)
         state.context.extend(input_messages)
@@ -690,7 +680,7 @@ class Run:
             emit = observer.on_next
             emit(ModelCallStartEvent.make(run.source, reply_id=reply_id,
                                           model_name=mci.model.name))
-            attempt = _ModelAttempts(run, mci, reply_id, observer)
+            attempt = ModelAttempts(run, mci, reply_id, observer)
             attempt.start()
             return Disposable(attempt.dispose)
 
@@ -704,55 +694,6 @@ class Run:
         return from_coroutine(body, self.loop)
 
     # -- acting ------------------------------------------------------------------
-
-    def _check_resume(self, state: AgentState, event: ResumeEvent) -> None:
-        """Validate a resume input against the paused reply; raise before any change."""
-        confirm = isinstance(event, UserConfirmResultEvent)
-        pending = state.pending
-        what = "user confirmation" if confirm else "external tool results"
-        if pending is None:
-            raise ResumeError(
-                f"session {self.key.session_id!r} is not paused: it is not waiting for {what}"
-            )
-        if pending.kind != ("confirm" if confirm else "external"):
-            waiting = "user confirmation" if pending.kind == "confirm" else "external results"
-            raise ResumeError(
-                f"session {self.key.session_id!r} is waiting for {waiting}, not for {what}"
-            )
-        if event.reply_id != pending.reply_id:
-            raise ResumeError(
-                f"reply_id {event.reply_id!r} does not match the paused reply "
-                f"{pending.reply_id!r}"
-            )
-        if isinstance(event, UserConfirmResultEvent):
-            ids = [c.tool_call.id for c in event.confirm_results]
-        else:
-            ids = [r.id for r in event.tool_results]
-        if not ids:
-            raise ResumeError(f"the {type(event).__name__} has no results")
-        seen: set[str] = set()
-        duplicates = sorted({i for i in ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
-        if duplicates:
-            raise ResumeError(f"duplicate tool call ids: {', '.join(duplicates)}")
-        waiting_ids = [c.id for c in pending.tool_calls]
-        unknown = [i for i in ids if i not in waiting_ids]
-        if unknown:
-            raise ResumeError(
-                f"tool call ids not pending: {', '.join(unknown)} "
-                f"(pending: {', '.join(waiting_ids)})"
-            )
-        missing = [i for i in waiting_ids if i not in seen]
-        if missing:
-            raise ResumeError(f"no answer for pending tool calls: {', '.join(missing)}")
-        if isinstance(event, UserConfirmResultEvent):
-            names = {c.id: c.name for c in pending.tool_calls}
-            for result in event.confirm_results:
-                if result.tool_call.name != names[result.tool_call.id]:
-                    raise ResumeError(
-                        f"tool call {result.tool_call.id!r} is a call to "
-                        f"{names[result.tool_call.id]!r}; the confirmation names "
-                        f"{result.tool_call.name!r}"
-                    )
 
     async def _resume(self, state: AgentState, event: ResumeEvent) -> Msg | None:
         """Continue the paused batch; a message when the reply pauses or ends again."""
@@ -780,49 +721,15 @@ class Run:
             else:
                 denied[call.id] = decision.reason or "Denied by the user."
         if edited:
-            self._apply_edits(state, edited)
+            apply_edits(state, edited)
         calls = [edited.get(c.id, c) for c in pending.batch]
         return await self._dispatch(state, calls, confirmed=set(edited), denied=denied)
-
-    @staticmethod
-    def _apply_edits(state: AgentState, edited: dict[str, ToolUseBlock]) -> None:
-        """Store the arguments the user approved, so the history shows what ran."""
-        for msg in reversed(state.context):
-            if msg.role is not Role.ASSISTANT:
-                continue
-            for i, block in enumerate(msg.content):
-                if isinstance(block, ToolUseBlock) and block.id in edited:
-                    new = edited[block.id]
-                    if new.input != block.input:
-                        msg.content[i] = block.model_copy(update={"input": dict(new.input),
-                                                                  "raw_input": None})
 
     def _abandon_pending(self, state: AgentState) -> None:
         """A new message arrived instead of an answer: close the paused calls."""
         state.pending = None
         self._close_orphans(state, ToolResultState.INTERRUPTED,
                             "Not executed: the user sent a new message instead of answering.")
-
-    def _decide(self, call: ToolUseBlock, tool: Tool | None) -> tuple[str, str | None]:
-        """ALLOW / ASK / DENY for one call: deny beats ask beats allow among matching
-        rules (remembered, agent-level, tool-level); else the tool's default."""
-        state = self.state
-        assert state is not None
-        rules = [*state.permission_rules, *self.agent.permission_rules,
-                 *(tool.rules if tool is not None else ())]
-        found: dict[str, str | None] = {}
-        for rule in rules:
-            try:
-                hit = rule.matches(call.name, call.input)
-            except Exception as exc:  # a broken predicate fails closed
-                found.setdefault("deny", f"permission rule failed: {exc}")
-                continue
-            if hit:
-                found.setdefault(rule.decision, rule.reason)
-        for decision in ("deny", "ask", "allow"):
-            if decision in found:
-                return decision, found[decision]
-        return (tool.permission if tool is not None else "allow"), None
 
     async def _act(self, state: AgentState, msg: Msg) -> Msg | None:
         """Run the round's tool calls; a message when the reply pauses."""
@@ -849,7 +756,8 @@ class Run:
                 run.append(call)  # the core writes the user's denial
                 continue
             if call.id not in confirmed:
-                decision, reason = self._decide(call, tool)
+                decision, reason = decide(
+                    call, tool, [*state.permission_rules, *self.agent.permission_rules])
                 if decision == "deny":
                     block = ToolResultBlock(id=call.id, name=call.name,
                                             output=reason or "permission denied by rules",
@@ -1031,21 +939,6 @@ class Run:
         return ToolResultBlock(id=call.id, name=call.name, output=output, state=state)
 
 
-def close_pending(state: AgentState) -> None:
-    """Close a paused reply's calls with INTERRUPTED results (no stream to tell)."""
-    pending = state.pending
-    if pending is None:
-        return
-    state.pending = None
-    answered = {b.id for m in state.context if m.role is Role.TOOL for b in m.tool_results}
-    for call in pending.batch:
-        if call.id not in answered:
-            block = ToolResultBlock(id=call.id, name=call.name,
-                                    output="Interrupted while waiting for an answer.",
-                                    state=ToolResultState.INTERRUPTED)
-            state.context.append(Msg.make(Role.TOOL, [block], call.name))
-
-
 def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:
     if isinstance(value, ToolResultBlock):
         return value.output, value.state
@@ -1071,117 +964,3 @@ def _collect(items: list[Any]) -> Callable[[Observable[Any]], Observable[Any]]:
         return Observable(subscribe)
 
     return op
-
-
-class _ModelAttempts:
-    """Runs one model call: attempts on the primary, then the fallback model.
-
-    A failure before the first chunk is retried (``max_retries`` attempts in all,
-    exponential backoff with jitter, honouring ``retry_after``); when the primary is
-    spent the fallback model gets its own attempts. A failure after the first chunk
-    is not retried nor failed over.
-    """
-
-    __slots__ = ("attempt", "converter", "disposed", "handle", "mci", "model", "observer",
-                 "on_fallback", "reply_id", "run", "subscription")
-
-    def __init__(
-        self, run: Run, mci: ModelCallInput, reply_id: str,
-        observer: rxabc.ObserverBase[AgentEvent],
-    ) -> None:
-        self.run = run
-        self.mci = mci
-        self.reply_id = reply_id
-        self.observer = observer
-        self.model: ChatModel = mci.model
-        self.on_fallback = False
-        self.attempt = 0
-        self.disposed = False
-        self.subscription: rxabc.DisposableBase | None = None
-        self.handle: asyncio.TimerHandle | None = None
-        self.converter = ChunkConverter(reply_id, run.source, observer.on_next)
-
-    def start(self) -> None:
-        if self.disposed:
-            return
-        self.attempt += 1
-        self.converter.seen_chunk = False
-        mci = self.mci
-        try:
-            source = self.model.stream(mci.messages, mci.tools, mci.options)
-        except Exception as exc:
-            self._failed(exc)
-            return
-        self.subscription = subscribe_direct(source, self._on_chunk, self._failed, self._done)
-
-    def _on_chunk(self, chunk: Any) -> None:
-        if not self.disposed:
-            self.converter.feed(chunk)
-
-    def _done(self) -> None:
-        if self.disposed:
-            return
-        self.converter.finish()
-        self.observer.on_completed()
-
-    def _failed(self, exc: Exception) -> None:
-        if self.disposed:
-            return
-        if self.converter.seen_chunk:
-            self.observer.on_error(exc)
-            return
-        agent = self.run.agent
-        retry_after = getattr(exc, "retry_after", None)
-        # A server asking for a long wait is not retried (the fallback may serve).
-        too_long = retry_after is not None and retry_after > MAX_RETRY_AFTER
-        if (self.attempt < agent.max_retries and getattr(exc, "retryable", True)
-                and not too_long):
-            delay = agent._backoff(self.attempt, retry_after)
-            logger.info("model %s failed (%s); retry %d/%d in %.2fs", self.model.name, exc,
-                        self.attempt + 1, agent.max_retries, delay)
-            self._schedule(delay)
-            return
-        fallback = agent.fallback_model
-        if fallback is not None and not self.on_fallback and fallback is not self.model:
-            listener = agent.failover_listener
-            if listener is not None:
-                try:
-                    listener(self.model, exc)
-                except Exception:
-                    logger.exception("failover_listener raised; ignored")
-            logger.warning("model %s failed (%s); switching to fallback %s",
-                           self.model.name, exc, fallback.name)
-            self.on_fallback = True
-            self.model = fallback
-            self.attempt = 0
-            self._schedule(0.0)
-            return
-        self.observer.on_error(exc)
-
-    def _schedule(self, delay: float) -> None:
-        loop = running_loop() or self.run.loop
-        assert loop is not None
-        if delay <= 0:
-            self.handle = None
-            loop.call_soon(self.start)
-        else:
-            self.handle = loop.call_later(delay, self.start)
-
-    def dispose(self) -> None:
-        self.disposed = True
-        if self.handle is not None:
-            self.handle.cancel()
-        if self.subscription is not None:
-            self.subscription.dispose()
-
-
-def backoff_delay(attempt: int, initial: float, maximum: float,
-                  retry_after: float | None) -> float:
-    """Exponential backoff with jitter; a server's ``retry_after`` wins when larger."""
-    if initial <= 0 and retry_after is None:
-        return 0.0
-    base = min(maximum, initial * (2 ** (attempt - 1)))
-    delay: float = base * (0.5 + random.random() / 2)
-    if retry_after is not None:
-        delay = max(delay, float(retry_after))
-    return delay

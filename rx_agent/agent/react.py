@@ -33,7 +33,9 @@ from ..model.base import ChatModel
 from ..options import GenerateOptions
 from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey, SessionStore
 from ..tool.toolkit import Toolkit
-from ._run import ResumeError, Run, backoff_delay, close_pending
+from ._hitl import ResumeError, close_pending
+from ._model_call import backoff_delay
+from ._run import Run
 from ._slots import SessionSlots
 
 __all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]
