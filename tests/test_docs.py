@@ -141,10 +141,12 @@ def _run(block: Block, workdir: Path) -> subprocess.CompletedProcess[str]:
 def results(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, subprocess.CompletedProcess[str]]:
-    # Interpreter start-up dominates a block's run time: run them side by side.
+    # Interpreter start-up dominates a block's run time: run them side by side. The
+    # work dirs are made first: tmp_path_factory is not safe to use from threads.
+    workdirs = {block.where: tmp_path_factory.mktemp("doc") for block in BLOCKS}
+
     def one(block: Block) -> tuple[str, subprocess.CompletedProcess[str]]:
-        workdir = tmp_path_factory.mktemp("doc")
-        return block.where, _run(block, workdir)
+        return block.where, _run(block, workdirs[block.where])
 
     with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) * 2)) as pool:
         return dict(pool.map(one, BLOCKS))
