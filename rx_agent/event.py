@@ -7,6 +7,7 @@ and a ``type`` discriminator, so ``parse_event(e.model_dump_json())`` rebuilds i
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -476,13 +477,16 @@ AnyEvent = Annotated[
 ]
 """The union of every concrete event, discriminated by ``type``."""
 
-_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AnyEvent)
+@functools.cache
+def _adapter() -> TypeAdapter[AgentEvent]:
+    # Built on first use: the union's schema is the costliest part of importing events.
+    return TypeAdapter(AnyEvent)
 
 
 def parse_event(data: str | bytes | bytearray | dict[str, Any]) -> AgentEvent:
     """Rebuild the right :class:`AgentEvent` subclass from JSON text, bytes or a dict."""
     if isinstance(data, dict):
-        return _ADAPTER.validate_python(data)
+        return _adapter().validate_python(data)
     if isinstance(data, (str, bytes, bytearray)):
-        return _ADAPTER.validate_json(data)
+        return _adapter().validate_json(data)
     raise TypeError(f"parse_event() takes JSON text, bytes or a dict, not {type(data).__name__}")
