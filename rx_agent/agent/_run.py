@@ -140,6 +140,7 @@ class Run:
         self.capture: MessageAccumulator | None = None
         self.system_prompt: str | None = None
         self.user_denied: dict[str, str] = {}
+        self.batch_reply_id: str | None = None
         self.tools: tuple[dict[str, Any], ...] = ()
 
         plan = agent.plan
@@ -614,6 +615,7 @@ class Run:
                     break
         else:
             answered = {b.id for m in context if m.role is Role.TOOL for b in m.tool_results}
+        reply_id = new_id()  # the synthesized results form one batch
         for msg in context[start:]:
             if msg.role is not Role.ASSISTANT:
                 continue
@@ -623,7 +625,7 @@ class Run:
                     block = ToolResultBlock(id=call.id, name=call.name, output=text,
                                             state=result_state)
                     if emit_events:
-                        self.emit_result_events(new_id(), block)
+                        self.emit_result_events(reply_id, block)
                     state.context.append(Msg.make(Role.TOOL, [block], call.name))
 
     def emit_result_events(self, reply_id: str, block: ToolResultBlock) -> None:
@@ -747,6 +749,8 @@ class Run:
         confirmed = confirmed or set()
         denied = denied or {}
         toolkit = self.agent.toolkit
+        # One reply id for every result of this batch, however it is decided.
+        self.batch_reply_id = new_id()
         run: list[ToolUseBlock] = []
         ask: list[ToolUseBlock] = []
         external: list[ToolUseBlock] = []
@@ -759,11 +763,7 @@ class Run:
                 decision, reason = decide(
                     call, tool, [*state.permission_rules, *self.agent.permission_rules])
                 if decision == "deny":
-                    block = ToolResultBlock(id=call.id, name=call.name,
-                                            output=reason or "permission denied by rules",
-                                            state=ToolResultState.DENIED)
-                    self.emit_result_events(new_id(), block)
-                    state.context.append(Msg.make(Role.TOOL, [block], call.name))
+                    self._write_denied(state, call, reason or "permission denied by rules")
                     continue
                 if decision == "ask":
                     ask.append(call)
@@ -827,7 +827,7 @@ class Run:
     def _write_denied(self, state: AgentState, call: ToolUseBlock, reason: str) -> None:
         block = ToolResultBlock(id=call.id, name=call.name, output=reason,
                                 state=ToolResultState.DENIED)
-        self.emit_result_events(new_id(), block)
+        self.emit_result_events(self.batch_reply_id or new_id(), block)
         state.context.append(Msg.make(Role.TOOL, [block], call.name))
 
     async def _execute_batch(
@@ -837,7 +837,7 @@ class Run:
         order. Calls run concurrently only when every tool is concurrency-safe."""
         state = self.state
         assert state is not None
-        reply_id = new_id()
+        reply_id = self.batch_reply_id or new_id()
         toolkit = self.agent.toolkit
         denied = self.user_denied
 

@@ -396,3 +396,18 @@ def test_a_confirmation_must_answer_every_waiting_call() -> None:
     with pytest.raises(ResumeError, match="no answer for pending tool calls: c2"):
         events(agent, UserConfirmResultEvent(
             reply_id=ask.reply_id, confirm_results=[ConfirmResult(ask.tool_calls[0], True)]), ctx)
+
+
+def test_every_result_of_a_batch_shares_one_reply_id() -> None:
+    model = ScriptedModel([[call("c1", "read_file", path="/etc/x"),
+                            call("c2", "read_file", path="a"),
+                            call("c3", "read_file", path="b")], "ok"])
+    agent = (
+        ReActAgent.builder().name("a").model(model).toolkit(toolkit())
+        .permission_rule("read_file", "deny", when=lambda a: a["path"].startswith("/etc"))
+        .build()
+    )
+    evs = events(agent, "go", RuntimeContext(session_id="s"))
+    ends = [e for e in evs if isinstance(e, ToolResultEndEvent)]
+    assert [e.tool_call_id for e in ends] == ["c1", "c2", "c3"]
+    assert len({e.reply_id for e in ends}) == 1
