@@ -24,6 +24,7 @@ from .._rx import (
     from_coroutine,
     on_loop,
     running_loop,
+    runtime_loop,
     subscribe_direct,
 )
 from ..context import AgentState, PendingToolCalls, RuntimeContext
@@ -160,8 +161,6 @@ class Run:
             self.loop = loop
             self._start(observer)
         else:
-            from .._rx import runtime_loop
-
             self.loop = runtime_loop()
             self.loop.call_soon_threadsafe(self._start, observer)
         return Disposable(self._dispose_threadsafe)
