@@ -162,7 +162,15 @@ class ScriptedModel(ChatModel):
                 return Disposable()
             chunks = self._chunks(messages, entry)
             if self.delay == 0:
-                return _emit_now(observer, chunks)
+                loop = running_loop()
+                if loop is None:
+                    return _emit_now(observer, chunks)
+                # Emit from a loop callback, as a network model does, rather than deep
+                # inside the subscription: a deep emitting stack can make every event
+                # cross a CPython data-stack chunk boundary (gh-142183, unfixed in 3.11).
+                holder = SingleAssignmentDisposable()
+                loop.call_soon(_emit_now, observer, chunks, holder)
+                return holder
             return _emit_later(observer, chunks, self.delay)
 
         return DirectObservable(subscribe)
@@ -173,24 +181,21 @@ def _as_exception(err: BaseException) -> Exception:
 
 
 def _emit_now(
-    observer: rxabc.ObserverBase[ModelChunk], chunks: list[ModelChunk | BaseException]
+    observer: rxabc.ObserverBase[ModelChunk],
+    chunks: list[ModelChunk | BaseException],
+    holder: SingleAssignmentDisposable | None = None,
 ) -> rxabc.DisposableBase:
-    disposed = False
-
-    def dispose() -> None:
-        nonlocal disposed
-        disposed = True
-
-    subscription = Disposable(dispose)
+    """Emit every chunk now; stops as soon as ``holder`` (or the result) is disposed."""
+    subscription = holder if holder is not None else SingleAssignmentDisposable()
     on_next = observer.on_next
     for chunk in chunks:
-        if disposed:
+        if subscription.is_disposed:
             return subscription
         if isinstance(chunk, BaseException):
             observer.on_error(_as_exception(chunk))
             return subscription
         on_next(chunk)
-    if not disposed:
+    if not subscription.is_disposed:
         observer.on_completed()
     return subscription
 
