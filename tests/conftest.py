@@ -29,6 +29,12 @@ from rx_agent import (
     ToolUseBlock,
     tool,
 )
+from rx_agent.testing import (
+    assert_no_orphan_tool_calls,  # noqa: F401  (test modules import it from here)
+    collect,
+    event_types,
+    final_result,
+)
 
 # Every test gets a short hard timeout: a hang fails fast instead of eating the budget.
 HARD_TIMEOUT = 15
@@ -83,21 +89,7 @@ def call_add(call_id: str = "c1", a: int = 1, b: int = 2) -> ToolUseBlock:
 
 def run_stream(observable: Observable[Any], timeout: float = WAIT) -> list[Any]:
     """Subscribe from plain synchronous code and collect every item (raises on error)."""
-    done = threading.Event()
-    items: list[Any] = []
-    error: list[BaseException] = []
-
-    def on_error(exc: BaseException) -> None:
-        error.append(exc)
-        done.set()
-
-    subscription = observable.subscribe(items.append, on_error, done.set)
-    if not done.wait(timeout):
-        subscription.dispose()
-        raise AssertionError(f"the stream did not terminate within {timeout}s")
-    if error:
-        raise error[0]
-    return items
+    return collect(observable, timeout)
 
 
 def stream_events(agent: ReActAgent, msgs: Any = "hi", ctx: Any = None) -> list[AgentEvent]:
@@ -141,20 +133,14 @@ def stream_error(
     return items, outcome[0]
 
 
-def type_names(events: Iterable[Any]) -> list[str]:
-    return [type(e).__name__ for e in events]
+type_names = event_types
 
 
 def of_type(events: Iterable[Any], cls: type) -> list[Any]:
     return [e for e in events if isinstance(e, cls)]
 
 
-def result_msg(events: Iterable[Any]) -> Msg:
-    from rx_agent import AgentResultEvent
-
-    results = [e.result for e in events if isinstance(e, AgentResultEvent)]
-    assert len(results) == 1, f"expected one AgentResultEvent, got {len(results)}"
-    return results[0]
+result_msg = final_result
 
 
 def tool_results(messages: Iterable[Msg]) -> list[ToolResultBlock]:
@@ -164,12 +150,6 @@ def tool_results(messages: Iterable[Msg]) -> list[ToolResultBlock]:
 
 def tool_calls(messages: Iterable[Msg]) -> list[ToolUseBlock]:
     return [b for m in messages for b in m.content if isinstance(b, ToolUseBlock)]
-
-
-def assert_no_orphan_tool_calls(messages: list[Msg]) -> None:
-    answered = {r.id for r in tool_results(messages)}
-    orphans = [c.id for c in tool_calls(messages) if c.id not in answered]
-    assert not orphans, f"tool calls without a result in the context: {orphans}"
 
 
 def role_of(msg: Msg) -> str:
