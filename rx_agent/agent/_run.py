@@ -311,7 +311,7 @@ class Run:
 
     def _dispose_threadsafe(self) -> None:
         loop = self.loop
-        if loop is None or running_loop() is loop:
+        if loop is None or loop.is_closed() or running_loop() is loop:
             self._dispose()
         else:
             loop.call_soon_threadsafe(self._dispose)
@@ -325,8 +325,12 @@ class Run:
         if self.step is not None and self.step.subscription is not None:
             self.step.subscription.dispose()
         if self.loop is not None and not self.released:
-            # No finish hooks on dispose; state is still saved and the slot released.
-            self.loop.create_task(self._release())
+            # No finish hooks on dispose; state is still saved and the slot released
+            # (after the cancelled step has unwound, hence a task).
+            if self.loop.is_closed():
+                self._release_now()
+            else:
+                self.loop.create_task(self._release())
 
     # -- interrupt -----------------------------------------------------------------
 
