@@ -85,10 +85,11 @@ class AgentEvent(Record):
         super().__pydantic_init_subclass__(**kwargs)
         if "__positional__" not in cls.__dict__:
             cls.__positional__ = tuple(n for n in cls.model_fields if n not in _BASE_FIELDS)
+        # Every field in declaration order (the order validation produces), with its
+        # default; the runtime fills the rest, so dumps look the same either way.
         cls._defaults = {
-            name: f.default
+            name: None if f.is_required() or f.default_factory is not None else f.default
             for name, f in cls.model_fields.items()
-            if not f.is_required() and f.default_factory is None and name != "source"
         }
         # Every field is set on a runtime-built event, so one shared "fields set" per
         # class is exact (pydantic only ever adds names that are already in it).
@@ -98,18 +99,13 @@ class AgentEvent(Record):
     def make(cls, source: str | None = None, /, **values: Any) -> Any:
         """Build an event from runtime-produced values without validation (hot path)."""
         obj = _new(cls)
-        _set(
-            obj,
-            "__dict__",
-            {
-                **cls._defaults,
-                "id": new_id(),
-                "created_at": now(),
-                "source": source,
-                "metadata": {},
-                **values,
-            },
-        )
+        data = cls._defaults.copy()
+        data["id"] = new_id()
+        data["created_at"] = now()
+        data["source"] = source
+        data["metadata"] = {}
+        data.update(values)
+        _set(obj, "__dict__", data)
         _set(obj, "__pydantic_fields_set__", cls._all_fields)
         _set(obj, "__pydantic_extra__", None)
         _set(obj, "__pydantic_private__", None)
