@@ -9,10 +9,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
-import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
@@ -23,6 +22,7 @@ __all__ = [
     "cancelling",
     "from_coroutine",
     "on_loop",
+    "on_some_loop",
     "running_loop",
     "runtime_loop",
     "subscribe_direct",
@@ -99,6 +99,13 @@ def on_loop(loop: asyncio.AbstractEventLoop, subscribe: Subscribe[T]) -> Subscri
         return Disposable(dispose)
 
     return wrapped
+
+
+def on_some_loop(
+    subscribe: Subscribe[T], observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None
+) -> abc.DisposableBase:
+    """Subscribe on the running loop, or on the runtime's loop when this thread has none."""
+    return on_loop(running_loop() or runtime_loop(), subscribe)(observer, scheduler)
 
 
 def from_coroutine(
@@ -197,9 +204,11 @@ def aiter_observable(source: Observable[T]) -> AsyncIterator[T]:
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
+        loop_thread = threading.get_ident()
+
         def threadsafe_push(kind: int, value: Any) -> None:
             # Events normally arrive on this loop's thread; hop when they do not.
-            if running_loop() is loop:
+            if threading.get_ident() == loop_thread:
                 push(kind, value)
             else:
                 loop.call_soon_threadsafe(push, kind, value)
@@ -282,17 +291,3 @@ def cancelling(handle: asyncio.Future[Any] | Any) -> Disposable:
         handle.cancel()
 
     return Disposable(cancel)
-
-
-def to_observable(value: Observable[T] | T | Awaitable[T]) -> Observable[T]:
-    """A value, awaitable or Observable as an Observable."""
-    if isinstance(value, Observable):
-        return value
-    if isinstance(value, Awaitable):
-        awaitable = value
-
-        async def body(observer: abc.ObserverBase[T]) -> None:
-            observer.on_next(await awaitable)
-
-        return from_coroutine(body)
-    return reactivex.just(value)

@@ -20,3 +20,24 @@ def test_disposing_after_the_callers_loop_closed_still_frees_the_session() -> No
     holder["sub"].dispose()
     # The slot was released and the state saved: the session takes the next call.
     assert agent.call_sync("again", RuntimeContext(session_id="s")).text == "second"
+
+
+def test_models_stream_from_plain_threads_on_the_runtime_loop() -> None:
+    from collections.abc import AsyncIterator
+    from typing import Any
+
+    from reactivex import operators as ops
+
+    from rx_agent import Msg
+    from rx_agent.model import AsyncChatModel, ModelChunk, TextChunk
+
+    class Two(AsyncChatModel):
+        async def astream(self, messages: Any, tools: Any, options: Any
+                          ) -> AsyncIterator[ModelChunk]:
+            for text in ("a", "b"):
+                yield TextChunk(text)
+
+    question = [Msg("user", "x")]
+    assert Two().stream(question).pipe(ops.to_list()).run() == [TextChunk("a"), TextChunk("b")]
+    chunks = ScriptedModel([["x", "y"]], delay=0.01).stream(question).pipe(ops.to_list()).run()
+    assert [c.text for c in chunks if isinstance(c, TextChunk)] == ["x", "y"]

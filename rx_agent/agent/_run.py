@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import reactivex
 from reactivex import Observable
 from reactivex import abc as rxabc
+from reactivex import operators as ops
 from reactivex.disposable import Disposable
 
 from .._record import new_id
@@ -399,8 +400,7 @@ class Run:
         for mw, hook in self.agent.plan.system_prompt_hooks():
             value = hook(self.agent, self.ctx, prompt)
             if isinstance(value, Observable):
-                items: list[Any] = []
-                await await_observable(value.pipe(_collect(items)))
+                items: list[Any] = await await_observable(value.pipe(ops.to_list()), [])
                 if len(items) != 1:
                     raise TypeError(
                         f"{type(mw).__name__}.on_system_prompt() emitted {len(items)} "
@@ -958,18 +958,3 @@ def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:
     ):
         return list(value), ToolResultState.SUCCESS
     return tool_output_text(value), ToolResultState.SUCCESS
-
-
-def _collect(items: list[Any]) -> Callable[[Observable[Any]], Observable[Any]]:
-    def op(source: Observable[Any]) -> Observable[Any]:
-        def subscribe(observer: rxabc.ObserverBase[Any], scheduler: Any = None) -> Any:
-            def on_next(value: Any) -> None:
-                items.append(value)
-                observer.on_next(value)
-
-            return source.subscribe(on_next, observer.on_error, observer.on_completed,
-                                    scheduler=scheduler)
-
-        return Observable(subscribe)
-
-    return op

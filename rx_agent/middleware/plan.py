@@ -18,7 +18,7 @@ from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent
 from ..message import Msg
 from .base import Agent, ExtensionPoint, MiddlewareBase
-from .inputs import ActingInput, AgentFinishOutcome, AgentInput, ModelCallInput, ReasoningInput
+from .inputs import ActingInput, AgentInput, ModelCallInput, ReasoningInput
 
 __all__ = ["ExecutionPlan", "PlanError"]
 
@@ -269,13 +269,3 @@ class ExecutionPlan:
                     f"{_label(_mw)}.on_agent_state_ready() must be synchronous "
                     "(it returned an awaitable)"
                 )
-
-
-def finish_outcome(
-    result: Msg | None, error: BaseException | None
-) -> AgentFinishOutcome:
-    return AgentFinishOutcome(
-        result=result,
-        error=error,
-        reason=None if error is not None or result is None else result.generate_reason,
-    )

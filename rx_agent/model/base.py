@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 from reactivex import Observable
 from reactivex import abc as rxabc
 
-from .._rx import cancelling, running_loop, runtime_loop
+from .._rx import cancelling, on_some_loop
 from ..message import ChatUsage, Msg
 from ..options import GenerateOptions
 
@@ -142,12 +142,12 @@ class AsyncChatModel(ChatModel):
                     return
                 observer.on_completed()
 
-            loop = running_loop()
-            if loop is not None:
-                task = loop.create_task(pump())
-                return cancelling(task)
-            other = runtime_loop()
-            future = asyncio.run_coroutine_threadsafe(pump(), other)
-            return cancelling(future)
+            return cancelling(asyncio.get_running_loop().create_task(pump()))
 
-        return Observable(subscribe)
+        def subscribe_on_a_loop(
+            observer: rxabc.ObserverBase[ModelChunk],
+            scheduler: rxabc.SchedulerBase | None = None,
+        ) -> rxabc.DisposableBase:
+            return on_some_loop(subscribe, observer, scheduler)
+
+        return Observable(subscribe_on_a_loop)

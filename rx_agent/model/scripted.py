@@ -12,7 +12,7 @@ from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from .._rx import DirectObservable, running_loop, runtime_loop
+from .._rx import DirectObservable, on_some_loop, running_loop
 from ..message import ChatUsage, Msg, TextBlock, ThinkingBlock, ToolUseBlock
 from ..middleware.inputs import ModelCallInput
 from ..options import GenerateOptions
@@ -209,19 +209,10 @@ def _emit_later(
     # scripted calls stay cheap, and nothing holds a thread.
     loop = running_loop()
     if loop is None:
-        loop = runtime_loop()
-        holder = SingleAssignmentDisposable()
-
-        def start() -> None:
-            holder.disposable = _emit_later(observer, chunks, delay)
-
-        loop.call_soon_threadsafe(start)
-
-        def dispose_elsewhere() -> None:
-            assert loop is not None
-            loop.call_soon_threadsafe(holder.dispose)
-
-        return Disposable(dispose_elsewhere)
+        disposable: rxabc.DisposableBase = on_some_loop(
+            lambda obs, _: _emit_later(obs, chunks, delay), observer, None
+        )
+        return disposable
     handle: list[asyncio.TimerHandle | None] = [None]
     index = 0
     disposed = False
