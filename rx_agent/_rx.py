@@ -23,6 +23,7 @@ __all__ = [
     "from_coroutine",
     "on_loop",
     "on_some_loop",
+    "refuse_blocking_run",
     "running_loop",
     "runtime_loop",
     "subscribe_direct",
@@ -128,12 +129,23 @@ def from_coroutine(
             nonlocal done
             try:
                 await body(observer)
-            except asyncio.CancelledError:
+            except asyncio.CancelledError as exc:
                 done = True
-                raise
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                # Raised by the body itself, not a cancellation of this task: left to
+                # propagate it would end the task silently and the stream would hang.
+                observer.on_error(RuntimeError(f"the step failed with {exc!r}"))
+                return
             except Exception as exc:
                 done = True
                 observer.on_error(exc)
+                return
+            except BaseException as exc:
+                # SystemExit / KeyboardInterrupt must not stop the shared loop.
+                done = True
+                observer.on_error(RuntimeError(f"the step failed with {exc!r}"))
                 return
             done = True
             observer.on_completed()
@@ -238,6 +250,32 @@ def aiter_observable(source: Observable[T]) -> AsyncIterator[T]:
     return gen()
 
 
+def _blocking_scheduler() -> Any:
+    try:
+        from reactivex import run as run_module
+
+        return getattr(run_module, "_default_scheduler", None)
+    except ImportError:  # pragma: no cover - a reactivex without run()
+        return None
+
+
+# ``Observable.run()`` subscribes with this module-level scheduler and then blocks its
+# thread; seeing it on a loop's thread means the loop is about to deadlock.
+_RUN_SCHEDULER = _blocking_scheduler()
+
+_BLOCKING_MESSAGE = (
+    "Observable.run() would block the running event loop (the call could never "
+    "finish); inside async code use `await agent.acall(...)`, `await observable` or "
+    "`async for event in agent.astream(...)`"
+)
+
+
+def refuse_blocking_run(scheduler: Any) -> None:
+    """Raise when a blocking ``run()`` subscribes on a thread that runs a loop."""
+    if scheduler is not None and scheduler is _RUN_SCHEDULER and running_loop() is not None:
+        raise RuntimeError(_BLOCKING_MESSAGE)
+
+
 class DirectObservable(Observable[T]):
     """An Observable the runtime itself produces and consumes.
 
@@ -254,6 +292,11 @@ class DirectObservable(Observable[T]):
     ) -> None:
         super().__init__(subscribe)
         self.direct = subscribe
+
+    def run(self, scheduler: abc.SchedulerBase | None = None) -> T:
+        if running_loop() is not None:
+            raise RuntimeError(_BLOCKING_MESSAGE)
+        return super().run(scheduler)
 
 
 class _Sink:

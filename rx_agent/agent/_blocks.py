@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .._text import scrub
 from ..event import (
     AgentEvent,
     DataBlockDeltaEvent,
@@ -85,7 +86,7 @@ class ChunkConverter:
                 self._emit(
                     _delta_make(
                         self._source, reply_id=self.reply_id, block_id=self._open_id,
-                        delta=chunk.text,
+                        delta=scrub(chunk.text),
                     )
                 )
         elif kind is ThinkingChunk:
@@ -95,7 +96,7 @@ class ChunkConverter:
                 self._emit(
                     _thinking_make(
                         self._source, reply_id=self.reply_id, block_id=self._open_id,
-                        delta=chunk.thinking,
+                        delta=scrub(chunk.thinking),
                     )
                 )
         elif kind is ToolCallChunk:
@@ -237,7 +238,7 @@ class MessageAccumulator:
     def build(self, name: str | None) -> Msg:
         content: list[ContentBlock] = []
         for part in self._blocks:
-            text = "".join(part.parts)
+            text = scrub("".join(part.parts))  # what is stored must serialize
             if part.kind == "text":
                 content.append(TextBlock._fast({"type": "text", "text": text}))
             elif part.kind == "thinking":

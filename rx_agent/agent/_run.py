@@ -25,10 +25,12 @@ from .._rx import (
     await_observable,
     from_coroutine,
     on_loop,
+    refuse_blocking_run,
     running_loop,
     runtime_loop,
     subscribe_direct,
 )
+from .._text import check_value, scrub
 from ..context import AgentState, PendingToolCalls, RuntimeContext
 from ..event import (
     AgentEndEvent,
@@ -96,6 +98,33 @@ class _Interrupted(Exception):
     """Internal: the current step was cut short by ``agent.interrupt``."""
 
 
+# Event classes seen so far: an exact-type set lookup is much cheaper per event than
+# isinstance against pydantic's ABC metaclass; a new subclass is added on first sight.
+_EVENT_TYPES: set[type] = set()
+
+
+def _is_event(item: object) -> bool:
+    if isinstance(item, AgentEvent):
+        _EVENT_TYPES.add(type(item))
+        return True
+    return False
+
+
+class _Batch:
+    """The tool calls of one ``on_acting`` step and the results they got so far.
+
+    Results enter the context only through :meth:`Run.close_batch`, in call order, so
+    an interrupt can keep the finished ones and synthesize the rest exactly once.
+    """
+
+    __slots__ = ("calls", "closed", "results")
+
+    def __init__(self, calls: tuple[ToolUseBlock, ...]) -> None:
+        self.calls = calls
+        self.results: dict[str, ToolResultBlock] = {}
+        self.closed = False
+
+
 class _Step:
     __slots__ = ("future", "subscription")
 
@@ -139,6 +168,11 @@ class Run:
         self.disposed = False
         self.released = False
         self.interrupted = False
+        # The outcome is fixed (finished or disposed): nothing more enters the context.
+        self.sealed = False
+        self.failed = False
+        self.driving = False
+        self.batch: _Batch | None = None
         self.step: _Step | None = None
         self.stop_request: RequestStopEvent | None = None
         self.round_msg: Msg | None = None
@@ -161,6 +195,7 @@ class Run:
     def subscribe(
         self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
     ) -> rxabc.DisposableBase:
+        refuse_blocking_run(scheduler)
         loop = running_loop()
         if loop is not None:
             self.loop = loop
@@ -189,10 +224,27 @@ class Run:
             assert self.loop is not None
             self.loop.call_soon_threadsafe(self._on_next, event)
             return
-        if type(event) is AgentResultEvent:
-            self.result = event.result
+        kind = type(event)
+        if kind is AgentResultEvent:
+            self.result = event.result  # type: ignore[attr-defined]  # exact type checked
+        elif kind not in _EVENT_TYPES and not _is_event(event):
+            if not self.finished and not self.disposed:
+                if self.subscription is not None:
+                    self.subscription.dispose()
+                self._finish(self._not_an_event(ExtensionPoint.ON_AGENT, event))
+            return
         if not self.disposed and not self.finished and self.observer is not None:
             self.observer.on_next(event)
+
+    def _not_an_event(self, point: ExtensionPoint, item: Any) -> TypeError:
+        who = ", ".join(
+            f"{type(m).__name__}.{point.value}()" for m in self.agent.plan.participants(point)
+        ) or "the runtime"
+        return TypeError(
+            f"{who} emitted {type(item).__name__} {item!r:.80}, not an AgentEvent, into the "
+            f"{point.value} stream (a port of Mono.delay(...).thenMany(...) emits the "
+            "timer's 0: drop it with ops.ignore_elements() or use ops.flat_map)"
+        )
 
     def _on_error(self, error: Exception) -> None:
         if _thread_id() != self.loop_thread:
@@ -212,6 +264,7 @@ class Run:
         if self.finished or self.disposed:
             return
         self.finished = True
+        self.failed = error is not None
         if type(self.agent.session_store) is InMemorySessionStore and (
             self.state_ready_failed or not self.agent.plan.finish_hooks()
         ):
@@ -297,10 +350,14 @@ class Run:
 
     def _save(self) -> Any:
         state = self.state
-        if self.disposed and state is not None and state.pending is None:
+        self.sealed = True  # a cancelled step still unwinding must not append now
+        if (self.disposed or self.failed) and state is not None and state.pending is None:
             # Cut off mid-step: no tool call may stay without a result.
-            self._close_orphans(state, ToolResultState.INTERRUPTED,
-                                "Cancelled before it finished.", emit_events=False)
+            if self.disposed:
+                result_state, text = ToolResultState.INTERRUPTED, "Cancelled before it finished."
+            else:
+                result_state, text = ToolResultState.ERROR, "Not executed: the reply failed."
+            self._close_orphans(state, result_state, text, emit_events=False)
         if self.slot_held and state is not None:
             return self.agent.session_store.save(self.key, state)
         return None
@@ -352,7 +409,19 @@ class Run:
 
     def _core_agent(self, inp: AgentInput) -> Observable[AgentEvent]:
         async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
-            await self._drive(inp, observer.on_next)
+            if self.driving:
+                who = ", ".join(f"{type(m).__name__}.on_agent()" for m in
+                                self.agent.plan.participants(ExtensionPoint.ON_AGENT))
+                raise RuntimeError(
+                    f"{who} subscribed next() twice at once; one call runs one inner "
+                    "pipeline at a time on its session (call next() again only after the "
+                    "first stream ended, e.g. with ops.catch or ops.concat)"
+                )
+            self.driving = True
+            try:
+                await self._drive(inp, observer.on_next)
+            finally:
+                self.driving = False
 
         return from_coroutine(body, self.loop)
 
@@ -429,7 +498,10 @@ class Run:
     ) -> Msg:
         agent = self.agent
         resume = inp.resume
+        for i, m in enumerate(input_messages):  # bad text never enters the context
+            check_value(m, f"input message #{i}")
         if resume is not None:
+            check_value(resume, type(resume).__name__)
             check_resume(state, resume, self.key.session_id)  # raises before anything changes
         elif state.pending is not None:
             self._abandon_pending(state)
@@ -458,7 +530,7 @@ class Run:
             self.capture = MessageAccumulator()
             rin = ReasoningInput(self._model_messages(state), self.tools, options, iteration)
             try:
-                await self._step(self.reasoning_chain(rin), watch_stop=True)
+                await self._step(self.reasoning_chain(rin), ExtensionPoint.ON_REASONING)
             except _Interrupted:
                 return self._close_interrupted(state, partial=True)
             msg = self.round_msg
@@ -469,6 +541,10 @@ class Run:
                 if msg.tool_calls:
                     msg.generate_reason = GenerateReason.TOOL_CALLS
                 state.context.append(msg)
+            # interrupt() may have returned while the step was finishing: no tool of
+            # this reply may start, whatever the step produced.
+            if self.interrupted:
+                return self._close_interrupted(state)
             if self.stop_request is not None:
                 return self._close_stopped(state, msg)
             if msg is not None and msg.tool_calls:
@@ -499,9 +575,11 @@ class Run:
         try:
             await self._step(
                 self._core_reasoning(ReasoningInput(messages, (), self.agent.generate_options)),
-                watch_stop=False,
+                None,
             )
         except _Interrupted:
+            return self._close_interrupted(state, partial=True)
+        if self.interrupted:
             return self._close_interrupted(state, partial=True)
         msg = self.round_msg or Msg(role=Role.ASSISTANT, content=[], name=self.agent.name)
         # Tools were not offered; a tool call here would never get a result.
@@ -510,8 +588,11 @@ class Run:
         state.context.append(msg)
         return msg
 
-    async def _step(self, source: Observable[AgentEvent], watch_stop: bool) -> None:
-        """Run one step's stream to completion, forwarding its events to the caller."""
+    async def _step(self, source: Observable[AgentEvent], point: ExtensionPoint | None) -> None:
+        """Run one step's stream to completion, forwarding its events to the caller.
+
+        ``point`` is the hook chain the stream leaves (stop requests are watched there);
+        ``None`` for the core's own stream."""
         assert self.loop is not None
         step = _Step(self.loop.create_future())
         emit = self.emit
@@ -526,11 +607,17 @@ class Run:
                 fn(*args)
 
         on_next: Callable[[AgentEvent], None]
-        if watch_stop:
+        if point is not None:
 
             def on_next(event: AgentEvent) -> None:
                 if _thread_id() != loop_thread:
                     loop.call_soon_threadsafe(late, on_next, event)
+                    return
+                if future.done():  # cut short: late events of a cancelled step
+                    return
+                kind = type(event)
+                if kind not in _EVENT_TYPES and not _is_event(event):
+                    future.set_exception(self._not_an_event(point, event))
                     return
                 if isinstance(event, RequestStopEvent) and self.stop_request is None:
                     self.stop_request = event
@@ -544,7 +631,8 @@ class Run:
                 if _thread_id() != loop_thread:
                     loop.call_soon_threadsafe(late, on_next, event)
                     return
-                emit(event)
+                if not future.done():
+                    emit(event)
 
         def on_error(exc: Exception) -> None:
             if _thread_id() != loop_thread:
@@ -596,7 +684,10 @@ class Run:
                 msg = acc.build(self.agent.name)
                 if msg.content and (not state.context or state.context[-1] is not msg):
                     state.context.append(msg)
-        self._close_orphans(state, ToolResultState.INTERRUPTED, "Interrupted before it finished.")
+        text = "Interrupted before it finished."
+        if self.batch is not None:  # the acting step was cut: finished results stay
+            self.close_batch(self.batch, ToolResultState.INTERRUPTED, text)
+        self._close_orphans(state, ToolResultState.INTERRUPTED, text)
         return self._placeholder(state, GenerateReason.INTERRUPTED, _INTERRUPTED_TEXT)
 
     def _close_orphans(
@@ -663,18 +754,30 @@ class Run:
             self.round_acc = acc
             feed = acc.feed
             forward = observer.on_next
+            failed: list[bool] = []
 
             def on_next(event: AgentEvent) -> None:
+                if failed:
+                    return
+                if type(event) not in _EVENT_TYPES and not _is_event(event):
+                    failed.append(True)
+                    observer.on_error(self._not_an_event(ExtensionPoint.ON_MODEL_CALL, event))
+                    return
                 feed(event)
                 forward(event)
 
+            def on_error(exc: Exception) -> None:
+                if not failed:
+                    observer.on_error(exc)
+
             def on_completed() -> None:
+                if failed:
+                    return
                 self.round_msg = acc.build(self.agent.name) if not acc.empty else None
                 observer.on_completed()
 
             mci = ModelCallInput(rin.messages, rin.tools, rin.options, self.agent.model)
-            return subscribe_direct(self.model_chain(mci), on_next, observer.on_error,
-                                    on_completed)
+            return subscribe_direct(self.model_chain(mci), on_next, on_error, on_completed)
 
         assert self.loop is not None
         return DirectObservable(on_loop(self.loop, subscribe))
@@ -755,6 +858,8 @@ class Run:
     ) -> Msg | None:
         """Decide permissions, run what may run through ``on_acting``, and pause for
         confirmation or external execution when needed."""
+        if self.interrupted:
+            return self._close_interrupted(state)
         confirmed = confirmed or set()
         denied = denied or {}
         toolkit = self.agent.toolkit
@@ -787,13 +892,18 @@ class Run:
             batch = [c for c in calls if c.id in waiting or c.id in rest]
             return self._pause(state, "confirm", ask, batch, denied)
         if run:
+            if self.interrupted:
+                return self._close_interrupted(state)
             self.user_denied = denied
             try:
-                await self._step(self.acting_chain(ActingInput(tuple(run))), watch_stop=True)
+                await self._step(self.acting_chain(ActingInput(tuple(run))),
+                                 ExtensionPoint.ON_ACTING)
             except _Interrupted:
                 return self._close_interrupted(state)
             finally:
                 self.user_denied = {}
+            if self.interrupted:
+                return self._close_interrupted(state)
             # Calls the chain did not run (a middleware short-circuited) still get results.
             self._close_orphans(state, ToolResultState.ERROR,
                                 "Not executed: the on_acting chain did not run this tool call.",
@@ -834,8 +944,7 @@ class Run:
                    generate_reason=reason, metadata={"reply_id": reply_id})
 
     def _write_denied(self, state: AgentState, call: ToolUseBlock, reason: str) -> None:
-        block = ToolResultBlock(id=call.id, name=call.name, output=reason,
-                                state=ToolResultState.DENIED)
+        block = _denied(call, reason)
         self.emit_result_events(self.batch_reply_id or new_id(), block)
         state.context.append(Msg.make(Role.TOOL, [block], call.name))
 
@@ -844,48 +953,86 @@ class Run:
     ) -> None:
         """Core of ``on_acting``: run the batch, adding results to the context in call
         order. Calls run concurrently only when every tool is concurrency-safe."""
-        state = self.state
-        assert state is not None
         reply_id = self.batch_reply_id or new_id()
         toolkit = self.agent.toolkit
         denied = self.user_denied
-
-        def record(block: ToolResultBlock) -> None:
-            state.context.append(Msg.make(Role.TOOL, [block], block.name))
-
-        if denied and all(c.id in denied for c in calls):
-            for call in calls:
-                block = ToolResultBlock(id=call.id, name=call.name, output=denied[call.id],
-                                        state=ToolResultState.DENIED)
-                self._emit_block(reply_id, block, emit)
-                record(block)
-            emit(AllToolsDeniedEvent.make(self.source, denied_tool_calls=list(calls)))
-            return
-        concurrent = len(calls) > 1 and not denied and all(
-            (t := toolkit.get(c.name)) is not None and t.concurrency_safe for c in calls
-        )
-        if not concurrent:
-            for call in calls:
-                if call.id in denied:
-                    block = ToolResultBlock(id=call.id, name=call.name, output=denied[call.id],
-                                            state=ToolResultState.DENIED)
+        batch = _Batch(calls)
+        self.batch = batch
+        results = batch.results
+        try:
+            if denied and all(c.id in denied for c in calls):
+                for call in calls:
+                    block = _denied(call, denied[call.id])
                     self._emit_block(reply_id, block, emit)
-                    record(block)
-                else:
-                    record(await self.run_tool(call, reply_id, emit))
-            return
+                    results[call.id] = block
+                self.close_batch(batch)
+                emit(AllToolsDeniedEvent.make(self.source, denied_tool_calls=list(calls)))
+                return
+            concurrent = len(calls) > 1 and not denied and all(
+                (t := toolkit.get(c.name)) is not None and t.concurrency_safe for c in calls
+            )
+            if not concurrent:
+                for call in calls:
+                    if self.interrupted:  # a tool of this batch asked: the rest never start
+                        break
+                    if call.id in denied:
+                        block = _denied(call, denied[call.id])
+                        self._emit_block(reply_id, block, emit)
+                        results[call.id] = block
+                    else:
+                        results[call.id] = await self.run_tool(call, reply_id, emit)
+            elif not self.interrupted:
+                await self._run_concurrently(batch, reply_id, emit)
+            self.close_batch(batch)
+        finally:
+            # Cancelled midway (disposed or cut): keep what finished, in call order.
+            self.close_batch(batch, ToolResultState.INTERRUPTED, "Cancelled before it finished.")
+
+    async def _run_concurrently(
+        self, batch: _Batch, reply_id: str, emit: Callable[[AgentEvent], None]
+    ) -> None:
+        results = batch.results
+
+        async def one(call: ToolUseBlock) -> None:
+            block = await self.run_tool(call, reply_id, emit)
+            if not batch.closed:  # a cancelled tool finishing late is not recorded
+                results[call.id] = block
+
         assert self.loop is not None
-        tasks = [self.loop.create_task(self.run_tool(c, reply_id, emit)) for c in calls]
+        tasks = [self.loop.create_task(one(c)) for c in batch.calls]
         try:
             await asyncio.wait(tasks)
         finally:
             for task in tasks:
                 if not task.done():
                     task.cancel()
-            # Keep every finished result (in call order), even when cancelled midway.
-            for task in tasks:
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    record(task.result())
+
+    def close_batch(
+        self,
+        batch: _Batch,
+        missing_state: ToolResultState | None = None,
+        missing_text: str = "",
+    ) -> None:
+        """Write the batch's results into the context in call order (once); calls
+        without a result get a synthesized one when ``missing_state`` is given."""
+        if batch.closed:
+            return
+        batch.closed = True
+        if self.batch is batch:
+            self.batch = None
+        state = self.state
+        if state is None or self.sealed:
+            return  # the run already closed the context (it synthesized what was missing)
+        reply_id = self.batch_reply_id or new_id()
+        for call in batch.calls:
+            block = batch.results.get(call.id)
+            if block is None:
+                if missing_state is None:
+                    continue
+                block = ToolResultBlock(id=call.id, name=call.name, output=missing_text,
+                                        state=missing_state)
+                self.emit_result_events(reply_id, block)
+            state.context.append(Msg.make(Role.TOOL, [block], block.name))
 
     # -- tools -------------------------------------------------------------------
 
@@ -918,7 +1065,7 @@ class Run:
                 if is_stream(started):
                     parts: list[str] = []
                     async for chunk in started:
-                        text = tool_output_text(chunk)
+                        text = scrub(tool_output_text(chunk))
                         if text:
                             parts.append(text)
                             emit(ToolResultTextDeltaEvent.make(source, delta=text, **common))
@@ -927,15 +1074,23 @@ class Run:
                 else:
                     value = await resolve(started)
                     output, state = _tool_value(value)
-            except asyncio.CancelledError:
-                raise
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # the call is being cancelled (dispose, interrupt)
+                # The tool's own inner await was cancelled: a tool failure.
+                output = _tool_error(call.name, exc)
+                state = ToolResultState.ERROR
             except ToolArgumentError as exc:
                 output, state = f"Error: {exc}", ToolResultState.ERROR
-            except Exception as exc:
-                output = f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}"
+            except BaseException as exc:
+                # SystemExit (argparse in a tool), KeyboardInterrupt, ...: left alone they
+                # would stop the shared event loop; they are this tool's failure.
+                output = _tool_error(call.name, exc)
                 state = ToolResultState.ERROR
         if not streamed:
             if isinstance(output, str):
+                output = scrub(output)
                 if output:
                     emit(ToolResultTextDeltaEvent.make(source, delta=output, **common))
             else:
@@ -946,6 +1101,15 @@ class Run:
                         emit(ToolResultDataDeltaEvent.make(source, delta=block, **common))
         emit(ToolResultEndEvent.make(source, state=state, **common))
         return ToolResultBlock(id=call.id, name=call.name, output=output, state=state)
+
+
+def _tool_error(name: str, exc: BaseException) -> str:
+    return f"Error: tool {name!r} raised {type(exc).__name__}: {exc}"
+
+
+def _denied(call: ToolUseBlock, reason: str) -> ToolResultBlock:
+    return ToolResultBlock(id=call.id, name=call.name, output=reason,
+                           state=ToolResultState.DENIED)
 
 
 def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:

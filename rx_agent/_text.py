@@ -1,0 +1,59 @@
+"""Text that can be stored and serialized: no lone UTF-16 surrogates.
+
+A lone surrogate (``"\\ud800"``) is a valid Python ``str`` but not valid UTF-8, so a
+message holding one breaks every later JSON dump of the session. Input from the
+caller is refused (:func:`check_text`); text from models and tools, which the caller
+does not control, is repaired (:func:`scrub`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["check_text", "check_value", "lone_surrogate_at", "scrub"]
+
+
+def lone_surrogate_at(text: str) -> int:
+    """Index of the first lone surrogate in ``text``, or -1."""
+    if text.isascii():  # the common case, checked in C
+        return -1
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return -1
+
+
+def scrub(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (paired ones are joined)."""
+    if lone_surrogate_at(text) < 0:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def check_text(text: str, where: str) -> None:
+    """Raise ``ValueError`` naming ``where`` when ``text`` holds a lone surrogate."""
+    at = lone_surrogate_at(text)
+    if at >= 0:
+        raise ValueError(
+            f"{where} holds a lone UTF-16 surrogate {text[at]!r} at index {at}; "
+            "it cannot be stored or sent as UTF-8 (decode the source with "
+            "errors='replace' or encode with 'surrogatepass' first)"
+        )
+
+
+def check_value(value: object, where: str) -> None:
+    """:func:`check_text` over every string inside ``value`` (records, dicts, lists)."""
+    if isinstance(value, str):
+        check_text(value, where)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_value(k, where)
+            check_value(v, f"{where}[{k!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_value(v, f"{where}[{i}]")
+    else:
+        fields = getattr(value, "__dict__", None)
+        if fields is not None and hasattr(type(value), "model_fields"):
+            for name, v in fields.items():
+                if v is not None and not isinstance(v, (int, float)):
+                    check_value(v, f"{where}.{name}")
