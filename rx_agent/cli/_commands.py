@@ -1,0 +1,316 @@
+"""The commands: ``rx-agent plan``, ``rx-agent demo`` and ``rx-agent chat``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import importlib
+import inspect
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .._version import __version__
+from ..context import RuntimeContext
+from ..event import AgentEvent
+from ..middleware.base import ExtensionPoint
+from ..middleware.plan import ExecutionPlan
+from ._base import (
+    DEFAULT_OPENAI_MODEL,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    CLIError,
+    describe_error,
+    error,
+    make_console,
+    one_line,
+)
+from ._pump import pump
+from ._render import Renderer
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from ..agent import ReActAgent
+    from ..model import ChatModel
+
+__all__ = ["cmd_chat", "cmd_demo", "cmd_plan"]
+
+
+# -- rx-agent plan ---------------------------------------------------------------------
+
+
+def _is_agent(obj: Any) -> bool:
+    from ..agent import ReActAgent
+
+    if isinstance(obj, ReActAgent):
+        return True
+    # Anything that exposes a frozen plan the same way can be shown too.
+    try:
+        return isinstance(getattr(obj, "plan", None), ExecutionPlan)
+    except Exception:
+        return False
+
+
+def _load_agent(target: str) -> Any:
+    """The agent named by ``MODULE:ATTR``, calling ``ATTR`` if it is a factory."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name.strip() or not attr.strip():
+        raise CLIError(
+            f"expected MODULE:ATTR (for example myapp.agents:build_agent), got {target!r}"
+        )
+    # Like `python -m`: modules next to where the user stands are importable.
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            raise CLIError(
+                f"cannot import {module_name!r}: no module named {missing!r} "
+                "(is the current directory, or the package's parent, on the path?)"
+            ) from exc
+        raise CLIError(f"importing {module_name!r} failed: {describe_error(exc)}") from exc
+    except (Exception, SystemExit) as exc:
+        raise CLIError(f"importing {module_name!r} failed: {describe_error(exc)}") from exc
+
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise CLIError(f"module {module_name!r} has no attribute {attr!r}") from None
+        except Exception as exc:
+            raise CLIError(f"reading {target} failed: {describe_error(exc)}") from exc
+
+    if _is_agent(obj):
+        return obj
+    if not callable(obj):
+        raise CLIError(
+            f"{target} is a {type(obj).__name__}, not a ReActAgent or a zero-argument "
+            "function that returns one"
+        )
+    try:
+        made = obj()
+        if inspect.isawaitable(made):
+            made = asyncio.run(_resolve(made))  # an async factory
+    except (Exception, SystemExit) as exc:
+        raise CLIError(f"calling {target}() failed: {describe_error(exc)}") from exc
+    if not _is_agent(made):
+        raise CLIError(f"{target}() returned a {type(made).__name__}, not a ReActAgent")
+    return made
+
+
+async def _resolve(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _plan_table(agent: Any) -> RenderableType:
+    from rich.table import Table
+
+    plan: ExecutionPlan = agent.plan
+    middlewares = plan.middlewares
+    table = Table(
+        title=f"Execution plan of {getattr(agent, 'name', 'agent')!r} (frozen at build time)",
+        title_justify="left",
+        caption=(
+            f"{len(middlewares)} middleware(s) registered; higher order() = outer; "
+            "a point without participants calls the core directly"
+        ),
+        caption_justify="left",
+    )
+    table.add_column("point", style="bold")
+    table.add_column("kind")
+    table.add_column("participants, outermost first (order)")
+    for point in ExtensionPoint:
+        parts = plan.participants(point)
+        shown = " → ".join(f"{type(m).__name__} ({m.order()})" for m in parts)
+        table.add_row(point.value, point.kind, shown or "—")
+    silent = [m for m in middlewares if not any(m in plan.participants(p) for p in ExtensionPoint)]
+    if silent:
+        names = ", ".join(type(m).__name__ for m in silent)
+        table.caption = f"{table.caption}; registered but silent: {names}"
+    return table
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    agent = _load_agent(args.target)
+    if args.mermaid:
+        sys.stdout.write(agent.plan.to_mermaid() + "\n")
+        sys.stdout.flush()
+        return EXIT_OK
+    console = make_console(args.no_color)
+    console.print(_plan_table(agent))
+    return EXIT_OK
+
+
+# -- rx-agent demo ---------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .._demo import DEFAULT_DELAY, DEMO_QUESTION, build_demo_agent
+
+    delay = DEFAULT_DELAY if args.delay is None else args.delay
+    agent = build_demo_agent(delay)
+    if args.json:
+        return _demo_json(agent, DEMO_QUESTION)
+
+    console = make_console(args.no_color)
+    console.print(
+        f"[bold]rx-agent demo[/] · rx_agent {__version__} · offline: a ScriptedModel plays "
+        "a fixed conversation (no network, no API key)",
+        soft_wrap=True,
+    )
+    console.print()
+    console.print(_plan_table(agent))
+    console.print()
+    from rich.text import Text
+
+    console.print(Text.assemble(("you > ", "bold magenta"), DEMO_QUESTION))
+    renderer = Renderer(console)
+    outcome = pump(agent.stream(DEMO_QUESTION), renderer.handle)
+    if outcome.cancelled:
+        return EXIT_INTERRUPTED
+    if outcome.error is not None:
+        raise CLIError(f"the demo failed: {describe_error(outcome.error)}", EXIT_FAILURE)
+    console.print()
+    console.print(
+        "Next: `rx-agent plan rx_agent._demo:build_demo_agent --mermaid` draws this plan; "
+        "`rx-agent chat --offline` chats with the same agent.",
+        style="dim",
+        markup=False,
+        soft_wrap=True,
+    )
+    return EXIT_OK
+
+
+def _demo_json(agent: ReActAgent, question: str) -> int:
+    out = sys.stdout
+
+    def emit(event: AgentEvent) -> None:
+        out.write(event.model_dump_json() + "\n")
+        out.flush()  # one event per line as it happens, for `| jq` and friends
+
+    outcome = pump(agent.stream(question), emit)
+    if outcome.cancelled:
+        return EXIT_INTERRUPTED
+    if outcome.error is not None:
+        raise CLIError(f"the demo failed: {describe_error(outcome.error)}", EXIT_FAILURE)
+    return EXIT_OK
+
+
+# -- rx-agent chat ---------------------------------------------------------------------
+
+_CHAT_HELP = (
+    "Type a message and press Enter. Ctrl-C interrupts the reply; Ctrl-D or /exit quits. "
+    "/new starts a fresh session; /help shows this."
+)
+
+
+def _chat_model(args: argparse.Namespace) -> tuple[ChatModel, str]:
+    """The model to chat with and a line describing it."""
+    if args.offline:
+        from .._demo import DEFAULT_DELAY, DemoModel
+
+        delay = DEFAULT_DELAY if args.delay is None else args.delay
+        return DemoModel(delay), "the scripted demo model (offline)"
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY") or None
+    if base_url is None and api_key is None:
+        raise CLIError(
+            "no model endpoint configured: set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL "
+            "(and RX_AGENT_MODEL) for another OpenAI-compatible server, or pass "
+            "--base-url/--api-key/--model; `rx-agent chat --offline` uses the scripted "
+            "demo model instead"
+        )
+    name = args.model or os.environ.get("RX_AGENT_MODEL") or None
+    if name is None:
+        if base_url is not None:
+            raise CLIError(
+                f"no model name for {base_url}: pass --model NAME or set RX_AGENT_MODEL"
+            )
+        name = DEFAULT_OPENAI_MODEL
+    try:
+        from ..model.openai import OpenAIChatModel
+    except ImportError as exc:
+        raise CLIError(
+            f"the chat command needs httpx ({one_line(exc)}): pip install 'rx-agent[cli]'",
+            EXIT_FAILURE,
+        ) from exc
+    try:
+        model = OpenAIChatModel(name, base_url=base_url, api_key=api_key)
+    except (TypeError, ValueError) as exc:
+        raise CLIError(one_line(exc)) from exc
+    return model, f"{name} at {model.base_url}"
+
+
+def _read_line(prompt: str) -> str | None:
+    """One line of input; ``None`` at end of input (Ctrl-D)."""
+    try:
+        return input(prompt)
+    except EOFError:
+        return None
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    model, described = _chat_model(args)
+    console = make_console(args.no_color)
+    from .._demo import build_chat_agent
+
+    agent = build_chat_agent(model, args.system) if args.system else build_chat_agent(model)
+    if sys.stdin.isatty():
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401  (line editing and history for input())
+
+    session = args.session
+    fresh = 0
+    console.print(f"[bold]rx-agent chat[/] · {described} · session {session!r}", soft_wrap=True)
+    console.print(_CHAT_HELP, style="dim", markup=False, soft_wrap=True)
+    shown_prompts: set[str] = set()
+    answered = False
+    while True:
+        try:
+            line = _read_line("\nyou > ")
+        except KeyboardInterrupt:
+            # Ctrl-C at the prompt discards the line, like a shell; it does not quit.
+            console.print()
+            console.print("(Ctrl-D or /exit quits)", style="dim")
+            continue
+        if line is None:
+            console.print()
+            return EXIT_OK
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit"):
+            return EXIT_OK
+        if text == "/help":
+            console.print(_CHAT_HELP, style="dim", markup=False, soft_wrap=True)
+            continue
+        if text == "/new":
+            fresh += 1
+            session = f"{args.session}-{fresh}"
+            console.print(f"new session {session!r}", style="dim", markup=False)
+            continue
+
+        ctx = RuntimeContext(session_id=session)
+        renderer = Renderer(console, shown_prompts)
+        stop = functools.partial(agent.interrupt, ctx)
+        outcome = pump(agent.stream(text, ctx), renderer.handle, interrupt=stop)
+        if outcome.cancelled:
+            renderer.note("(reply cancelled)", "yellow")
+        elif outcome.error is not None:
+            message = describe_error(outcome.error)
+            if not answered:
+                # Before any reply worked, an error almost always means the endpoint,
+                # key or model name is wrong: retrying by hand will not help.
+                raise CLIError(message, EXIT_FAILURE)
+            renderer.note("")
+            error(message)
+        else:
+            answered = True

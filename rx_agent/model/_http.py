@@ -1,0 +1,297 @@
+"""The HTTP side of a model adapter, shared by every provider.
+
+:class:`HTTPTransport` posts JSON to one URL through per-loop client pools
+(:mod:`rx_agent.model._http_pool`), maps every failure (an HTTP error status, a timeout,
+a broken connection, an error reported inside a 200 body) onto the typed errors of
+:mod:`rx_agent.model.errors`, and closes a streamed response on every exit, cancellation
+included. :func:`read_events` feeds a ``text/event-stream`` body to a provider's
+:class:`EventParser`. What is provider-specific (the request body, the events' JSON)
+stays in the adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from http import HTTPStatus
+from typing import Any, Protocol
+
+import httpx
+
+from ._http_pool import LoopPools
+from ._sse import ServerSentEvent, SSEDecoder
+from .base import ModelChunk
+from .errors import (
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelError,
+    ModelRateLimitError,
+    ModelRequestError,
+    ModelResponseError,
+    ModelServerError,
+    ModelTimeoutError,
+)
+
+__all__ = ["EventParser", "HTTPTransport", "excerpt", "is_json", "read_events"]
+
+# After the end-of-stream event the server normally ends the body at once; reading
+# that end lets the connection go back to the pool. A server that keeps the body open
+# is not waited for longer than this: the connection is dropped instead.
+_DRAIN_SECONDS = 0.5
+_JSON_HEADERS = {"Content-Type": "application/json"}
+_STREAM_HEADERS = {**_JSON_HEADERS, "Accept": "text/event-stream"}
+# Error bodies are quoted in exception messages; keep those readable.
+_MAX_DETAIL = 500
+
+
+class HTTPTransport:
+    """POSTs to ``url`` for one model, with typed errors.
+
+    ``key_hint`` says where the API key comes from (``"OPENAI_API_KEY or api_key="``);
+    a 401 message points there. ``pools`` holds the clients of each event loop.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: httpx.Timeout,
+        headers: Mapping[str, str],
+        max_connections: int,
+        key_hint: str = "",
+    ) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.key_hint = key_hint
+        self.pools = LoopPools(
+            timeout=timeout,
+            headers=headers,
+            max_connections=max_connections,
+            tls=url.startswith("https://"),
+        )
+
+    async def aclose(self) -> None:
+        await self.pools.aclose()
+
+    @contextlib.asynccontextmanager
+    async def client(self) -> AsyncIterator[httpx.AsyncClient]:
+        """A client of the running loop's pool, borrowed for one call."""
+        pool = await self.pools.current()
+        client = await pool.acquire()
+        try:
+            yield client
+        finally:
+            pool.release(client)
+
+    async def post(self, client: httpx.AsyncClient, payload: bytes) -> httpx.Response:
+        """POST a JSON ``payload`` and read the whole answer; an error status raises."""
+        try:
+            response = await client.post(self.url, content=payload, headers=_JSON_HEADERS)
+        except httpx.TimeoutException as exc:
+            raise self.timeout_error(exc) from exc
+        except httpx.HTTPError as exc:
+            raise self.transport_error(exc, False) from exc
+        if response.status_code >= 400:
+            raise await self.status_error(response)
+        return response
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, client: httpx.AsyncClient, payload: bytes
+    ) -> AsyncIterator[httpx.Response]:
+        """POST a JSON ``payload`` asking for an event stream; the open response.
+
+        An error status raises before the body is read; HTTP failures while the body
+        is read (inside the ``async with``) become typed errors too.
+        """
+        responded = False
+        try:
+            # ``async with`` closes the response on every exit, cancellation included:
+            # disposing the subscription cancels the call's task, and the connection
+            # is closed rather than left streaming into a dead consumer.
+            async with client.stream(
+                "POST", self.url, content=payload, headers=_STREAM_HEADERS
+            ) as response:
+                responded = True
+                if response.status_code >= 400:
+                    raise await self.status_error(response)
+                yield response
+        except httpx.TimeoutException as exc:
+            raise self.timeout_error(exc) from exc
+        except httpx.HTTPError as exc:
+            raise self.transport_error(exc, responded) from exc
+
+    # --------------------------------------------------------------------- errors
+
+    async def status_error(self, response: httpx.Response) -> ModelError:
+        try:
+            await response.aread()
+            detail = _error_detail(response.content)
+        except httpx.HTTPError:
+            detail = ""  # the status alone still says what happened
+        return self.error_for_status(
+            response.status_code, detail, _retry_after(response.headers)
+        )
+
+    def timeout_error(self, exc: httpx.TimeoutException) -> ModelTimeoutError:
+        what = {
+            httpx.ConnectTimeout: f"connecting to {self.url}",
+            httpx.PoolTimeout: f"waiting for a free connection to {self.url}",
+            httpx.WriteTimeout: f"sending the request to {self.url}",
+        }.get(type(exc), f"waiting for data from {self.url}")
+        seconds = self.timeout.connect if isinstance(exc, httpx.ConnectTimeout) else (
+            self.timeout.read
+        )
+        return ModelTimeoutError(f"timed out after {seconds}s {what}")
+
+    def transport_error(self, exc: httpx.HTTPError, responded: bool) -> ModelError:
+        reason = str(exc) or type(exc).__name__
+        if responded:
+            # The connection broke while the body was streaming: the answer is cut short.
+            return ModelResponseError(f"the response stream from {self.url} broke off: {reason}")
+        if isinstance(exc, httpx.ConnectError):
+            return ModelConnectionError(f"cannot connect to {self.url}: {reason}")
+        return ModelConnectionError(f"the request to {self.url} failed: {reason}")
+
+    def error_for_status(
+        self, status: int, detail: str, retry_after: float | None
+    ) -> ModelError:
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = ""
+        message = f"{self.url} answered {status}{' ' + phrase if phrase else ''}"
+        if detail:
+            message += f": {detail}"
+        if status in (401, 403):
+            hint = (
+                f" (check the API key: {self.key_hint})" if status == 401 and self.key_hint else ""
+            )
+            return ModelAuthenticationError(message + hint, status_code=status)
+        if status == 429:
+            return ModelRateLimitError(message, status_code=status, retry_after=retry_after)
+        if status >= 500:
+            return ModelServerError(message, status_code=status, retry_after=retry_after)
+        # 408 (request timeout) and 409 (lock conflict) are transient although 4xx.
+        return ModelRequestError(
+            message, status_code=status, retry_after=retry_after, retryable=status in (408, 409)
+        )
+
+    def payload_error(self, payload: dict[str, Any]) -> ModelError:
+        """An error the server reported inside a 200 response (often mid-stream)."""
+        detail = _message_of(payload) or excerpt(json.dumps(payload))
+        error = payload.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        if isinstance(code, str) and code.isdigit():
+            code = int(code)
+        if isinstance(code, int) and 400 <= code < 600:
+            return self.error_for_status(code, f"{detail} (reported in the response body)", None)
+        return ModelServerError(f"{self.url} reported an error in the response: {detail}")
+
+
+# ------------------------------------------------------------------ event streams
+
+
+class EventParser(Protocol):
+    """One provider's reading of its event stream, fed by :func:`read_events`.
+
+    ``event`` returns the chunks one event carries (and raises typed errors);
+    ``done`` turns true at the provider's end-of-stream event.
+    """
+
+    done: bool
+
+    def event(self, event: ServerSentEvent) -> list[ModelChunk]: ...
+
+
+async def read_events(response: httpx.Response, parser: EventParser) -> AsyncIterator[ModelChunk]:
+    """The chunks of a streamed response, until the body or ``parser.done`` ends it."""
+    decoder = SSEDecoder()
+    pieces = response.aiter_bytes()
+    async for piece in pieces:
+        for event in decoder.feed(piece):
+            for chunk in parser.event(event):
+                yield chunk
+            if parser.done:
+                break
+        if parser.done:
+            break
+    else:
+        for event in decoder.close():
+            for chunk in parser.event(event):
+                yield chunk
+    if parser.done:
+        await _drain(pieces)
+
+
+async def _drain(pieces: AsyncIterator[bytes]) -> None:
+    """Read what follows the end-of-stream event (normally just the end of the body)."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _ in pieces:
+                pass
+
+
+# ---------------------------------------------------------------- error helpers
+
+
+def is_json(response: httpx.Response) -> bool:
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.partition(";")[0].strip().lower() == "application/json"
+
+
+def excerpt(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= _MAX_DETAIL else text[:_MAX_DETAIL] + "..."
+
+
+def _error_detail(content: bytes) -> str:
+    """The server's own error message, from the body shapes servers use."""
+    text = content.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return excerpt(text)
+    return _message_of(data) or excerpt(text)
+
+
+def _message_of(data: Any) -> str:
+    if not isinstance(data, dict):
+        return ""
+    error = data.get("error")
+    if isinstance(error, str):
+        return error  # Ollama: {"error": "model 'x' not found"}
+    if isinstance(error, dict):
+        message = str(error.get("message") or "").strip()
+        tags = [str(error[k]) for k in ("type", "code") if error.get(k) not in (None, "")]
+        tags = [t for t in dict.fromkeys(tags) if t not in message]
+        return f"{message} ({', '.join(tags)})" if tags and message else message or ", ".join(tags)
+    for key in ("message", "detail"):  # vLLM / FastAPI shapes
+        if isinstance(data.get(key), str):
+            return str(data[key])
+    return ""
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` (OpenAI) or ``Retry-After``."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(millis) / 1000)
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
