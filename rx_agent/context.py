@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._record import new_id
-from .event import PermissionRule
+from ._record import install_java_names, model_getattr, new_id
 from .message import Msg, ToolUseBlock
+from .permissions import PermissionRule
 
 __all__ = ["AgentState", "PendingToolCalls", "RuntimeContext"]
 
@@ -47,6 +47,9 @@ class AgentState(BaseModel):
         default_factory=list, description="Rules the user asked to remember (HITL)."
     )
     data: dict[str, Any] = Field(default_factory=dict)
+
+    if not TYPE_CHECKING:  # hidden from type checkers: unknown names stay type errors
+        __getattr__ = model_getattr
 
 
 class RuntimeContext:
@@ -86,12 +89,55 @@ class RuntimeContext:
     @overload
     def get(self, key: str, default: Any = None) -> Any: ...
     def get(self, key: str | type[Any], default: Any = None) -> Any:
-        """The value under ``key`` (a string or a type), or ``default``."""
+        """The value under ``key`` (a string or a type), or ``default``.
+
+        A type finds, in this order: the value stored under exactly that type (here,
+        then in a fallback context), the context itself for ``RuntimeContext``, and
+        then a value stored under a subclass (as Java's ``get(Class)`` does): the most
+        derived one when several are on one line of descent, else the first stored.
+        """
         with self._lock:
             value = self._attrs.get(key, _MISSING)
-        if value is _MISSING:
-            return default if self._base is None else self._base.get(key, default)
+        if value is not _MISSING:
+            return value
+        if self._base is not None:
+            value = self._base._exact(key)
+            if value is not _MISSING:
+                return value
+        if isinstance(key, type):  # only on a miss: string lookups pay nothing
+            if key is RuntimeContext:
+                return self
+            if self._attrs or self._base is not None:
+                value = self._assignable(key)
+                if value is not _MISSING:
+                    return value
+        return default
+
+    def _exact(self, key: str | type[Any]) -> Any:
+        with self._lock:
+            value = self._attrs.get(key, _MISSING)
+        if value is _MISSING and self._base is not None:
+            return self._base._exact(key)
         return value
+
+    def _assignable(self, wanted: type[Any]) -> Any:
+        """A value stored under a proper subclass of ``wanted`` (see :meth:`get`)."""
+        with self._lock:
+            typed = [(k, v) for k, v in self._attrs.items() if isinstance(k, type)]
+        best: Any = _MISSING
+        best_type: type[Any] | None = None
+        for stored, value in typed:
+            try:
+                fits = stored is not wanted and issubclass(stored, wanted)
+            except TypeError:  # e.g. a non-runtime Protocol
+                continue
+            if not fits or not isinstance(value, wanted):
+                continue
+            if best_type is None or (stored is not best_type and issubclass(stored, best_type)):
+                best, best_type = value, stored
+        if best is _MISSING and self._base is not None:
+            return self._base._assignable(wanted)
+        return best
 
     def put(self, key: str | type[Any], value: Any) -> None:
         """Store ``value`` under ``key``; ``None`` removes the key.
@@ -160,3 +206,7 @@ class RuntimeContext:
             f"RuntimeContext(session_id={self.session_id!r}, user_id={self.user_id!r}, "
             f"run_id={self.run_id!r}, attributes=[{keys}])"
         )
+
+
+# Java's getSessionId() / getAgentState() answer with the Python attribute.
+install_java_names(RuntimeContext)

@@ -6,9 +6,7 @@ and a ``type`` discriminator, so ``parse_event(e.model_dump_json())`` rebuilds i
 
 from __future__ import annotations
 
-import fnmatch
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, TypeAdapter
@@ -23,6 +21,7 @@ from .message import (
     ToolResultState,
     ToolUseBlock,
 )
+from .permissions import ConfirmResult, PermissionRule
 
 __all__ = [
     "AgentEndEvent",
@@ -313,57 +312,6 @@ class AllToolsDeniedEvent(AgentEvent):
             created_at: float = ...,
             source: str | None = ...,
             metadata: dict[str, Any] = ...,
-        ) -> None: ...
-
-
-class PermissionRule(Record):
-    """A permission rule: which tool calls it matches and the decision it makes.
-
-    ``pattern`` is a glob over the tool name (``"fs.*"``, ``"*"``); ``when`` is an
-    optional predicate over the call's arguments (not serialised: rules a user
-    remembers through :class:`ConfirmResult` are pattern-only). Among the rules that
-    match a call, ``deny`` beats ``ask`` beats ``allow``.
-    """
-
-    __positional__ = ("pattern", "decision", "reason", "when")
-    pattern: str = "*"
-    decision: Literal["allow", "ask", "deny"]
-    reason: str | None = None
-    when: Callable[[dict[str, Any]], bool] | None = Field(default=None, exclude=True)
-
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            pattern: str = ...,
-            decision: Literal["allow", "ask", "deny"] = ...,
-            reason: str | None = ...,
-            when: Callable[[dict[str, Any]], bool] | None = ...,
-        ) -> None: ...
-
-    def matches(self, tool_name: str, arguments: dict[str, Any]) -> bool:
-        if not fnmatch.fnmatchcase(tool_name, self.pattern):
-            return False
-        return self.when is None or bool(self.when(arguments))
-
-
-class ConfirmResult(Record):
-    """One user decision on a pending tool call (the call may carry edited input)."""
-
-    __positional__ = ("tool_call", "confirmed", "reason", "rules")
-    tool_call: ToolUseBlock
-    confirmed: bool
-    reason: str | None = None
-    rules: list[PermissionRule] | None = None
-
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            tool_call: ToolUseBlock,
-            confirmed: bool,
-            reason: str | None = ...,
-            rules: list[PermissionRule] | None = ...,
         ) -> None: ...
 
 

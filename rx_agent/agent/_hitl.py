@@ -1,7 +1,7 @@
 """Human in the loop: permission decisions and checks on resume input.
 
-The flow itself (pausing a batch, resuming it) lives in the run; these are the pure
-parts it relies on.
+The flow itself (pausing a batch, resuming it) lives in :mod:`._acting`; these are
+the pure parts it relies on. Permission decisions are in :mod:`rx_agent.permissions`.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import TypeAlias
 
 from ..context import AgentState
-from ..event import ExternalExecutionResultEvent, PermissionRule, UserConfirmResultEvent
-from ..message import Msg, Role, ToolResultBlock, ToolResultState, ToolUseBlock
-from ..tool.toolkit import Tool
+from ..errors import RxAgentError
+from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
+from ..message import Role, ToolResultState, ToolUseBlock
+from ._results import close_unanswered
 
 __all__ = [
     "ResumeError",
@@ -19,13 +20,12 @@ __all__ = [
     "apply_edits",
     "check_resume",
     "close_pending",
-    "decide",
 ]
 
 ResumeEvent: TypeAlias = UserConfirmResultEvent | ExternalExecutionResultEvent
 
 
-class ResumeError(ValueError):
+class ResumeError(RxAgentError, ValueError):
     """A resume input does not fit the paused reply (wrong ids, kind or reply id)."""
 
 
@@ -87,40 +87,12 @@ def apply_edits(state: AgentState, edited: dict[str, ToolUseBlock]) -> None:
                     )
 
 
-def decide(
-    call: ToolUseBlock, tool: Tool | None, rules: list[PermissionRule]
-) -> tuple[str, str | None]:
-    """ALLOW / ASK / DENY for one call: deny beats ask beats allow among matching
-    rules (remembered, agent-level, tool-level); else the tool's default."""
-    rules = [*rules, *(tool.rules if tool is not None else ())]
-    found: dict[str, str | None] = {}
-    for rule in rules:
-        try:
-            hit = rule.matches(call.name, call.input)
-        except Exception as exc:  # a broken predicate fails closed
-            found.setdefault("deny", f"permission rule failed: {exc}")
-            continue
-        if hit:
-            found.setdefault(rule.decision, rule.reason)
-    for decision in ("deny", "ask", "allow"):
-        if decision in found:
-            return decision, found[decision]
-    return (tool.permission if tool is not None else "allow"), None
-
-
 def close_pending(state: AgentState) -> None:
     """Close a paused reply's calls with INTERRUPTED results (no stream to tell)."""
     pending = state.pending
     if pending is None:
         return
     state.pending = None
-    answered = {b.id for m in state.context if m.role is Role.TOOL for b in m.tool_results}
-    for call in pending.batch:
-        if call.id not in answered:
-            block = ToolResultBlock(
-                id=call.id,
-                name=call.name,
-                output="Interrupted while waiting for an answer.",
-                state=ToolResultState.INTERRUPTED,
-            )
-            state.context.append(Msg.make(Role.TOOL, [block], call.name))
+    close_unanswered(state, ToolResultState.INTERRUPTED,
+                     "Interrupted while waiting for an answer.",
+                     only={c.id for c in pending.batch})

@@ -8,34 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, cast
 
 from reactivex import abc as rxabc
 
 from .._rx import running_loop, subscribe_direct
 from ..event import AgentEvent
 from ..middleware.inputs import ModelCallInput
+from ..middleware.types import ModelLike
 from ..model.base import ChatModel
 from ._blocks import ChunkConverter
+from ._config import AgentConfig
 
-if TYPE_CHECKING:
-    from .react import ReActAgent
-
-__all__ = ["MAX_RETRY_AFTER", "ModelAttempts", "backoff_delay"]
+__all__ = ["ModelAttempts"]
 
 logger = logging.getLogger("rx_agent")
-
-MAX_RETRY_AFTER = 60.0
-"""Seconds: a ``retry_after`` longer than this fails the attempt instead of waiting."""
-
-
-class RunLike(Protocol):
-    """What a model call needs from its run."""
-
-    agent: ReActAgent
-    source: str
-    loop: asyncio.AbstractEventLoop | None
 
 
 class ModelAttempts:
@@ -49,36 +36,40 @@ class ModelAttempts:
 
     __slots__ = (
         "attempt",
+        "config",
         "converter",
         "disposed",
         "handle",
+        "loop",
         "mci",
         "model",
         "observer",
         "on_fallback",
         "reply_id",
-        "run",
         "subscription",
     )
 
     def __init__(
         self,
-        run: RunLike,
+        config: AgentConfig,
+        source: str,
+        loop: asyncio.AbstractEventLoop | None,
         mci: ModelCallInput,
         reply_id: str,
         observer: rxabc.ObserverBase[AgentEvent],
     ) -> None:
-        self.run = run
+        self.config = config
+        self.loop = loop
         self.mci = mci
         self.reply_id = reply_id
         self.observer = observer
-        self.model: ChatModel = mci.model
+        self.model: ModelLike = mci.model
         self.on_fallback = False
         self.attempt = 0
         self.disposed = False
         self.subscription: rxabc.DisposableBase | None = None
         self.handle: asyncio.TimerHandle | None = None
-        self.converter = ChunkConverter(reply_id, run.source, observer.on_next)
+        self.converter = ChunkConverter(reply_id, source, observer.on_next)
 
     def start(self) -> None:
         if self.disposed:
@@ -109,28 +100,27 @@ class ModelAttempts:
         if self.converter.seen_chunk:
             self.observer.on_error(exc)
             return
-        agent = self.run.agent
-        retry_after = getattr(exc, "retry_after", None)
-        # A server asking for a long wait is not retried (the fallback may serve).
-        too_long = retry_after is not None and retry_after > MAX_RETRY_AFTER
-        if self.attempt < agent.max_retries and getattr(exc, "retryable", True) and not too_long:
-            delay = agent._backoff(self.attempt, retry_after)
+        config = self.config
+        retry = config.retry
+        if retry.should_retry(self.attempt, exc):
+            delay = retry.delay(self.attempt, getattr(exc, "retry_after", None))
             logger.info(
                 "model %s failed (%s); retry %d/%d in %.2fs",
                 self.model.name,
                 exc,
                 self.attempt + 1,
-                agent.max_retries,
+                retry.max_attempts,
                 delay,
             )
             self._schedule(delay)
             return
-        fallback = agent.fallback_model
+        fallback = config.fallback_model
         if fallback is not None and not self.on_fallback and fallback is not self.model:
-            listener = agent.failover_listener
+            listener = config.failover_listener
             if listener is not None:
                 try:
-                    listener(self.model, exc)
+                    # A middleware may have swapped in any ModelLike; usually a ChatModel.
+                    listener(cast(ChatModel, self.model), exc)
                 except Exception:
                     logger.exception("failover_listener raised; ignored")
             logger.warning(
@@ -147,7 +137,7 @@ class ModelAttempts:
         self.observer.on_error(exc)
 
     def _schedule(self, delay: float) -> None:
-        loop = running_loop() or self.run.loop
+        loop = running_loop() or self.loop
         assert loop is not None
         if delay <= 0:
             self.handle = None
@@ -164,11 +154,7 @@ class ModelAttempts:
 
 
 def backoff_delay(attempt: int, initial: float, maximum: float, retry_after: float | None) -> float:
-    """Exponential backoff with jitter; a server's ``retry_after`` wins when larger."""
-    if initial <= 0 and retry_after is None:
-        return 0.0
-    base = min(maximum, initial * (2 ** (attempt - 1)))
-    delay: float = base * (0.5 + random.random() / 2)
-    if retry_after is not None:
-        delay = max(delay, float(retry_after))
-    return delay
+    """Transitional: :meth:`RetryPolicy.delay` (removed once the agent builds a config)."""
+    from ._config import RetryPolicy
+
+    return RetryPolicy(initial_backoff=initial, max_backoff=maximum).delay(attempt, retry_after)

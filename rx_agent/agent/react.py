@@ -3,83 +3,72 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal
 
 from reactivex import Observable
 from reactivex import abc as rxabc
 
+from .._record import install_java_names, java_name_hint
 from .._rx import (
     DirectObservable,
     aiter_observable,
+    refuse_blocking_run,
     running_loop,
-    runtime_loop,
     subscribe_direct,
 )
-from ..context import AgentState, RuntimeContext
-from ..event import (
-    AgentEvent,
-    AgentResultEvent,
-    ExternalExecutionResultEvent,
-    PermissionRule,
-    UserConfirmResultEvent,
-)
-from ..message import Msg, Role, TextBlock
+from ..context import RuntimeContext
+from ..errors import RxAgentError
+from ..event import AgentEvent, AgentResultEvent
+from ..message import Msg
+from ..middleware._plan import ExecutionPlan
 from ..middleware.base import MiddlewareBase
-from ..middleware.inputs import AgentInput
-from ..middleware.plan import ExecutionPlan
 from ..model.base import ChatModel
 from ..options import GenerateOptions
+from ..permissions import PermissionRule
 from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey, SessionStore
 from ..tool.toolkit import Toolkit
-from ._hitl import ResumeError, close_pending
-from ._model_call import backoff_delay
-from ._run import Run
+from ._binding import close_paused
+from ._checks import (
+    AgentInputLike,
+    check_backoff,
+    check_bool,
+    check_ctx,
+    check_failover_listener,
+    check_generate_options,
+    check_middleware,
+    check_middlewares,
+    check_model,
+    check_name,
+    check_positive,
+    check_rules,
+    check_session_store,
+    check_str,
+    check_toolkit,
+    normalize,
+    show,
+)
+from ._config import AgentConfig, FailoverListener, RetryPolicy
+from ._extensions import enable_tasks
+from ._hitl import ResumeError
+from ._lifecycle import Run
 from ._slots import SessionSlots
 
 __all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]
 
-AgentInputLike = (
-    Msg | Sequence[Msg] | str | UserConfirmResultEvent | ExternalExecutionResultEvent | None
-)
-"""What ``stream``/``call`` accept: one ``Msg``, a list of them, a user ``str``, a resume
-event, or ``None``."""
 
-FailoverListener = Callable[[ChatModel, BaseException], Any]
-
-
-class NoResultError(RuntimeError):
+class NoResultError(RxAgentError, RuntimeError):
     """A call completed without an ``AgentResultEvent`` (a middleware dropped it)."""
 
 
-def _normalize(msgs: AgentInputLike) -> AgentInput:
-    if msgs is None:
-        return AgentInput(())
-    if isinstance(msgs, str):
-        content = [TextBlock._fast({"type": "text", "text": msgs})] if msgs else []
-        return AgentInput((Msg.make(Role.USER, content),))
-    if isinstance(msgs, Msg):
-        return AgentInput((msgs,))
-    if isinstance(msgs, (UserConfirmResultEvent, ExternalExecutionResultEvent)):
-        return AgentInput((), resume=msgs)
-    if isinstance(msgs, Sequence) and not isinstance(msgs, bytes):
-        items: list[Msg] = []
-        for i, m in enumerate(msgs):
-            if not isinstance(m, Msg):
-                raise TypeError(f"input message #{i} is a {type(m).__name__}, not a Msg")
-            items.append(m)
-        return AgentInput(tuple(items))
-    raise TypeError(
-        "agent input must be a Msg, a list of Msg, a str, a UserConfirmResultEvent, "
-        f"an ExternalExecutionResultEvent or None; got {type(msgs).__name__}"
-    )
-
-
-def _check_ctx(ctx: RuntimeContext | None) -> RuntimeContext | None:
-    if ctx is not None and not isinstance(ctx, RuntimeContext):
-        raise TypeError(f"ctx must be a RuntimeContext, not {type(ctx).__name__}")
-    return ctx
+def _keyword_hint(key: str) -> str | None:
+    """The constructor keyword (or builder setter) a Java-style name means."""
+    hint = java_name_hint(ReActAgentBuilder, key)
+    if hint is not None and hint in _INIT_PARAMS:
+        return hint
+    return None
 
 
 class ReActAgent:
@@ -108,55 +97,62 @@ class ReActAgent:
         retry_backoff: tuple[float, float] = (0.25, 8.0),
         permission_rules: Iterable[PermissionRule] = (),
     ) -> None:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError("agent name must be a non-empty str")
-        if not isinstance(model, ChatModel):
-            raise TypeError(f"model must be a ChatModel, not {type(model).__name__}")
-        if fallback_model is not None and not isinstance(fallback_model, ChatModel):
-            raise TypeError(
-                f"fallback_model must be a ChatModel, not {type(fallback_model).__name__}"
-            )
-        if not isinstance(sys_prompt, str):
-            raise TypeError(f"sys_prompt must be a str, not {type(sys_prompt).__name__}")
-        if toolkit is not None and not isinstance(toolkit, Toolkit):
-            raise TypeError(f"toolkit must be a Toolkit, not {type(toolkit).__name__}")
-        _check_positive("max_iters", max_iters)
-        _check_positive("max_retries", max_retries)
-        if failover_listener is not None and not callable(failover_listener):
-            raise TypeError("failover_listener must be callable")
-        if session_store is not None and not isinstance(session_store, SessionStore):
-            raise TypeError("session_store must have load(key) and save(key, state)")
-        initial, maximum = retry_backoff
-        if initial < 0 or maximum < 0:
-            raise ValueError("retry_backoff values must be >= 0")
+        check_name(name)
+        check_model("model", model)
+        if fallback_model is not None:
+            check_model("fallback_model", fallback_model)
+        check_str("sys_prompt", sys_prompt)
+        if toolkit is not None:
+            check_toolkit(toolkit)
+        check_positive("max_iters", max_iters)
+        check_positive("max_retries", max_retries)
+        if failover_listener is not None:
+            check_failover_listener(failover_listener)
+        if session_store is not None:
+            check_session_store(session_store)
+        if generate_options is not None:
+            check_generate_options(generate_options)
+        if enable_task_list is not False:
+            check_bool("enable_task_list", enable_task_list)
+        initial, maximum = check_backoff(retry_backoff)
+        registered = check_middlewares(middlewares, "middlewares")
+        rules = check_rules(permission_rules)
 
-        self._name = name
-        self._model = model
-        self.sys_prompt = sys_prompt
-        self._toolkit = toolkit if toolkit is not None else Toolkit()
-        registered = list(middlewares)
+        toolkit = toolkit if toolkit is not None else Toolkit()
         if enable_task_list:
-            from ..builtin.tasks import TaskReminderMiddleware, TodoTools
-
-            if "todo_write" not in self._toolkit:
-                self._toolkit.register_tool(TodoTools())
-            registered.append(TaskReminderMiddleware())
-        self._plan = ExecutionPlan(registered)
-        self.max_iters = max_iters
-        self.max_retries = max_retries
-        self.fallback_model = fallback_model
-        self.failover_listener = failover_listener
-        self.tool_execution_context = _check_ctx(tool_execution_context)
-        self.session_store: SessionStore = (
-            session_store if session_store is not None else InMemorySessionStore()
+            registered.append(enable_tasks(toolkit))
+        # Everything a run reads, frozen: no setting changes under a call in flight.
+        self._config = AgentConfig(
+            name=name,
+            sys_prompt=sys_prompt,
+            model=model,
+            toolkit=toolkit,
+            plan=ExecutionPlan(registered),
+            session_store=session_store if session_store is not None else InMemorySessionStore(),
+            max_iters=max_iters,
+            retry=RetryPolicy(max_attempts=max_retries, initial_backoff=initial,
+                              max_backoff=maximum),
+            fallback_model=fallback_model,
+            failover_listener=failover_listener,
+            generate_options=generate_options or GenerateOptions(),
+            permission_rules=rules,
+            tool_execution_context=check_ctx(tool_execution_context, "tool_execution_context"),
         )
-        self.generate_options = generate_options or GenerateOptions()
-        self.retry_backoff = (float(initial), float(maximum))
-        self.permission_rules: tuple[PermissionRule, ...] = tuple(permission_rules)
-        for rule in self.permission_rules:
-            if not isinstance(rule, PermissionRule):
-                raise TypeError(f"permission_rules takes PermissionRule, not {type(rule).__name__}")
         self._slots = SessionSlots()
+
+    if not TYPE_CHECKING:  # hidden from type checkers: unknown names stay type errors
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> ReActAgent:
+            # Java-style keywords (``sysPrompt=``) get the Python name in the error.
+            if kwargs and cls.__init__ is _REACT_INIT:
+                for key in kwargs:
+                    if key not in _INIT_PARAMS:
+                        hint = _keyword_hint(key)
+                        raise TypeError(
+                            f"ReActAgent() got an unexpected keyword argument {key!r}"
+                            + (f"; did you mean `{hint}`?" if hint else "")
+                        )
+            return super().__new__(cls)
 
     @staticmethod
     def builder() -> ReActAgentBuilder:
@@ -166,29 +162,73 @@ class ReActAgent:
     # -- read-only views -----------------------------------------------------------
 
     @property
+    def config(self) -> AgentConfig:
+        """Every setting of this agent, frozen at build time."""
+        return self._config
+
+    @property
     def name(self) -> str:
-        return self._name
+        return self._config.name
 
     @property
     def model(self) -> ChatModel:
-        return self._model
+        return self._config.model
 
     @property
     def toolkit(self) -> Toolkit:
-        return self._toolkit
+        return self._config.toolkit
 
     @property
     def plan(self) -> ExecutionPlan:
         """The frozen execution plan (``print(agent.plan)`` shows it)."""
-        return self._plan
+        return self._config.plan
 
     @property
     def middlewares(self) -> tuple[MiddlewareBase, ...]:
         """Every registered middleware in plan order, silent ones included."""
-        return self._plan.middlewares
+        return self._config.plan.middlewares
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        return backoff_delay(attempt, *self.retry_backoff, retry_after)
+    @property
+    def sys_prompt(self) -> str:
+        return self._config.sys_prompt
+
+    @property
+    def max_iters(self) -> int:
+        return self._config.max_iters
+
+    @property
+    def max_retries(self) -> int:
+        """Total attempts per model call."""
+        return self._config.retry.max_attempts
+
+    @property
+    def retry_backoff(self) -> tuple[float, float]:
+        retry = self._config.retry
+        return retry.initial_backoff, retry.max_backoff
+
+    @property
+    def fallback_model(self) -> ChatModel | None:
+        return self._config.fallback_model
+
+    @property
+    def failover_listener(self) -> FailoverListener | None:
+        return self._config.failover_listener
+
+    @property
+    def tool_execution_context(self) -> RuntimeContext | None:
+        return self._config.tool_execution_context
+
+    @property
+    def session_store(self) -> SessionStore:
+        return self._config.session_store
+
+    @property
+    def generate_options(self) -> GenerateOptions:
+        return self._config.generate_options
+
+    @property
+    def permission_rules(self) -> tuple[PermissionRule, ...]:
+        return self._config.permission_rules
 
     # -- calling -------------------------------------------------------------------
 
@@ -200,13 +240,13 @@ class ReActAgent:
         Subscribe from any thread: inside a running asyncio loop the call runs on that
         loop; elsewhere on the runtime's own loop.
         """
-        inp = _normalize(msgs)
-        _check_ctx(ctx)
+        inp = normalize(msgs)
+        check_ctx(ctx)
 
         def subscribe(
             observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
         ) -> rxabc.DisposableBase:
-            return Run(self, ctx, inp).subscribe(observer, scheduler)
+            return Run(self, self._config, self._slots, ctx, inp).subscribe(observer, scheduler)
 
         return DirectObservable(subscribe)
 
@@ -217,6 +257,7 @@ class ReActAgent:
         events = self.stream(msgs, ctx)
 
         def subscribe(observer: rxabc.ObserverBase[Msg], scheduler: Any = None) -> Any:
+            refuse_blocking_run(scheduler)
             result: list[Msg] = []
 
             def on_next(event: AgentEvent) -> None:
@@ -301,7 +342,7 @@ class ReActAgent:
         Thread-safe, and callable from inside a middleware. Returns whether a call was
         running. Pending tool calls get synthesized results.
         """
-        _check_ctx(ctx)
+        check_ctx(ctx)
         session = (ctx.session_id if ctx is not None else None) or self.name
         user = (ctx.user_id if ctx is not None else None) or ANONYMOUS_USER
         key = SessionKey(user, session)
@@ -309,43 +350,7 @@ class ReActAgent:
         if run is not None:
             run.request_interrupt()
             return True
-        return self._close_paused(key)
-
-    def _close_paused(self, key: SessionKey) -> bool:
-        """Interrupting a paused session closes its pending calls (INTERRUPTED)."""
-        loaded = self.session_store.load(key)
-        if loaded is not None and not isinstance(loaded, AgentState):
-            # An asynchronous store: finish on the runtime loop, under the slot.
-            close_coro = self._close_paused_async(key, loaded)
-            asyncio.run_coroutine_threadsafe(close_coro, runtime_loop())
-            return True
-        state = loaded
-        if state is None or state.pending is None:
-            return False
-        token = object()
-        if not self._slots.try_acquire(key, token):
-            return False  # a call took the slot meanwhile; it closes or resumes the pause
-        try:
-            close_pending(state)
-            saved = self.session_store.save(key, state)
-            if saved is not None:
-                asyncio.run_coroutine_threadsafe(_await(saved), runtime_loop())
-        finally:
-            self._slots.release(key, token)
-        return True
-
-    async def _close_paused_async(self, key: SessionKey, loaded: Any) -> None:
-        token = object()
-        await self._slots.acquire(key, token)
-        try:
-            state = await loaded
-            if state is not None and state.pending is not None:
-                close_pending(state)
-                saved = self.session_store.save(key, state)
-                if saved is not None:
-                    await saved
-        finally:
-            self._slots.release(key, token)
+        return close_paused(self._slots, self.session_store, key)
 
     def __repr__(self) -> str:
         return (
@@ -354,19 +359,11 @@ class ReActAgent:
         )
 
 
-async def _await(awaitable: Any) -> None:
-    await awaitable
-
-
-def _check_positive(label: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{label} must be an int, not {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{label} must be > 0, got {value}")
-
-
 class ReActAgentBuilder:
-    """Fluent builder: ``ReActAgent.builder().name("a").model(m).build()``."""
+    """Fluent builder: ``ReActAgent.builder().name("a").model(m).build()``.
+
+    Every setter checks its argument, so a mistake fails at the line that made it.
+    """
 
     def __init__(self) -> None:
         self._kwargs: dict[str, Any] = {}
@@ -377,49 +374,63 @@ class ReActAgentBuilder:
         return self
 
     def name(self, name: str) -> ReActAgentBuilder:
+        check_name(name)
         return self._set("name", name)
 
     def sys_prompt(self, prompt: str) -> ReActAgentBuilder:
+        check_str("sys_prompt", prompt)
         return self._set("sys_prompt", prompt)
 
     def model(self, model: ChatModel) -> ReActAgentBuilder:
+        check_model("model", model)
         return self._set("model", model)
 
     def toolkit(self, toolkit: Toolkit) -> ReActAgentBuilder:
+        check_toolkit(toolkit)
         return self._set("toolkit", toolkit)
 
     def middleware(self, middleware: MiddlewareBase) -> ReActAgentBuilder:
         """Append one middleware (the same instance twice is two layers)."""
-        self._middlewares.append(middleware)
+        self._middlewares.append(
+            check_middleware(middleware, "middleware() takes a MiddlewareBase instance")
+        )
         return self
 
     def middlewares(self, middlewares: Iterable[MiddlewareBase]) -> ReActAgentBuilder:
         """Append several middlewares, in order."""
-        self._middlewares.extend(middlewares)
+        self._middlewares.extend(check_middlewares(middlewares, "middlewares()"))
         return self
 
     def max_iters(self, n: int) -> ReActAgentBuilder:
-        _check_positive("max_iters", n)
+        check_positive("max_iters", n)
         return self._set("max_iters", n)
 
     def max_retries(self, n: int) -> ReActAgentBuilder:
         """Total attempts per model call (default 3); ``n <= 0`` is a ``ValueError``."""
-        _check_positive("max_retries", n)
+        check_positive("max_retries", n)
         return self._set("max_retries", n)
 
     def fallback_model(self, model: ChatModel) -> ReActAgentBuilder:
+        check_model("fallback_model", model)
         return self._set("fallback_model", model)
 
     def failover_listener(self, listener: FailoverListener) -> ReActAgentBuilder:
+        """``listener(primary_model, error)`` is called when a call switches to the
+        fallback model; its exceptions are logged and ignored."""
+        check_failover_listener(listener)
         return self._set("failover_listener", listener)
 
     def tool_execution_context(self, ctx: RuntimeContext) -> ReActAgentBuilder:
+        if not isinstance(ctx, RuntimeContext):
+            raise TypeError(f"tool_execution_context must be a RuntimeContext, got {show(ctx)}")
         return self._set("tool_execution_context", ctx)
 
     def enable_task_list(self, enabled: bool = True) -> ReActAgentBuilder:
+        check_bool("enable_task_list", enabled)
         return self._set("enable_task_list", enabled)
 
     def session_store(self, store: SessionStore) -> ReActAgentBuilder:
+        check_session_store(store)
         return self._set("session_store", store)
 
     def permission_rule(
@@ -439,17 +450,32 @@ class ReActAgentBuilder:
 
     def permission_rules(self, rules: Iterable[PermissionRule]) -> ReActAgentBuilder:
         existing = list(self._kwargs.get("permission_rules", ()))
-        return self._set("permission_rules", [*existing, *rules])
+        return self._set("permission_rules", [*existing, *check_rules(rules)])
 
     def generate_options(self, options: GenerateOptions) -> ReActAgentBuilder:
+        check_generate_options(options)
         return self._set("generate_options", options)
 
     def retry_backoff(self, initial: float, maximum: float = 8.0) -> ReActAgentBuilder:
         """Seconds before the first retry (doubling, with jitter) and the cap."""
-        return self._set("retry_backoff", (initial, maximum))
+        return self._set("retry_backoff", check_backoff((initial, maximum)))
 
     def build(self) -> ReActAgent:
         missing = [k for k in ("name", "model") if k not in self._kwargs]
         if missing:
             raise ValueError(f"ReActAgent.builder() is missing: {', '.join(missing)}")
         return ReActAgent(middlewares=list(self._middlewares), **self._kwargs)
+
+
+
+_REACT_INIT = ReActAgent.__init__
+_INIT_PARAMS = frozenset(inspect.signature(ReActAgent.__init__).parameters) - {"self"}
+
+# Java spellings (``sysPrompt``, ``maxIters``, ``getName()``) answer with the Python name.
+install_java_names(ReActAgentBuilder)
+install_java_names(
+    ReActAgent,
+    ("sys_prompt", "max_iters", "max_retries", "fallback_model", "failover_listener",
+     "tool_execution_context", "session_store", "generate_options", "retry_backoff",
+     "permission_rules"),
+)

@@ -17,11 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from reactivex import Observable
 
+from ..agent._extensions import provide_task_list
 from ..context import AgentState, RuntimeContext
+from ..errors import RxAgentError
 from ..event import AgentEvent
 from ..message import Msg, Role, TextBlock
 from ..middleware import Agent, ExtensionPoint, MiddlewareBase, ReasoningInput
-from ..tool import tool
+from ..tool import Toolkit, tool
 
 __all__ = [
     "TASKS_KEY",
@@ -43,7 +45,7 @@ REMINDER_METADATA_KEY = "rx_agent.reminder"
 """``Msg.metadata`` key marking the reminder message (value ``"tasks"``)."""
 
 
-class TodoListError(ValueError):
+class TodoListError(RxAgentError, ValueError):
     """``todo_write`` was given a list that breaks a rule (the model sees the text)."""
 
 
@@ -204,3 +206,13 @@ class TaskReminderMiddleware(MiddlewareBase):
             content=[TextBlock(text=f"<system-reminder>\n{body}\n</system-reminder>")],
             metadata=metadata,
         )
+
+
+def _task_list_for(toolkit: Toolkit) -> MiddlewareBase:
+    """What ``enable_task_list(True)`` adds: the ``todo_write`` tool and the reminder."""
+    if "todo_write" not in toolkit:
+        toolkit.register_tool(TodoTools())
+    return TaskReminderMiddleware()
+
+
+provide_task_list(_task_list_for)

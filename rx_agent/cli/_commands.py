@@ -16,7 +16,7 @@ from .._version import __version__
 from ..context import RuntimeContext
 from ..event import AgentEvent
 from ..middleware.base import ExtensionPoint
-from ..middleware.plan import ExecutionPlan
+from ..middleware._plan import ExecutionPlan
 from ._base import (
     DEFAULT_OPENAI_MODEL,
     EXIT_FAILURE,

@@ -1,5 +1,6 @@
 """Middleware base class, extension points, input records and the execution plan."""
 
+from ._plan import ExecutionPlan, PlanError
 from .base import Agent, ExtensionPoint, MiddlewareBase, Next
 from .inputs import (
     ActingInput,
@@ -9,7 +10,6 @@ from .inputs import (
     ReasoningInput,
     ToolSchema,
 )
-from .plan import ExecutionPlan, PlanError
 
 __all__ = [
     "ActingInput",

@@ -8,8 +8,8 @@ build time), not by which methods are overridden.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
 
 from reactivex import Observable
 
@@ -17,11 +17,7 @@ from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent
 from ..message import Msg
 from .inputs import ActingInput, AgentFinishOutcome, AgentInput, ModelCallInput, ReasoningInput
-
-if TYPE_CHECKING:
-    from ..model.base import ChatModel
-    from ..tool.toolkit import Toolkit
-    from .plan import ExecutionPlan
+from .types import Agent, Next
 
 __all__ = ["Agent", "ExtensionPoint", "MiddlewareBase", "Next"]
 
@@ -57,33 +53,22 @@ _ONION = frozenset(
 )
 
 
-class Agent(Protocol):
-    """What hooks may rely on about the agent they run in."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def model(self) -> ChatModel: ...
-    @property
-    def toolkit(self) -> Toolkit: ...
-    @property
-    def plan(self) -> ExecutionPlan: ...
-    def interrupt(self, ctx: RuntimeContext | None = None) -> bool: ...
-
-
-Next: TypeAlias = Callable[[Any], Observable[AgentEvent]]
-"""``next(input)`` enters the next layer and returns its event stream."""
-
-
 class MiddlewareBase:
     """Base class for middlewares; every hook defaults to pass-through or no-op.
 
     Onion hooks (``on_agent``, ``on_reasoning``, ``on_acting``, ``on_model_call``) take
     ``(agent, ctx, input, next)`` and return an ``Observable[AgentEvent]``; call
-    ``next(input)`` zero, one or several times and use any RxPY operator on its
-    stream. ``on_system_prompt`` transforms the prompt (``str`` or one-item
-    Observable). ``on_agent_state_ready`` is a synchronous notification;
-    ``on_agent_finish`` may return an Observable (or awaitable) that is awaited.
+    ``next(input)`` (or Java's ``next.apply(input)``) zero, one or several times and
+    use any RxPY operator on its stream. An ``async def`` onion hook is awaited when
+    its stream is subscribed, then the Observable it returns is subscribed.
+    ``on_system_prompt`` transforms the prompt (``str``, one-item Observable or
+    awaitable). ``on_agent_state_ready`` is a notification (an ``async def`` one is
+    awaited before the next participant runs); ``on_agent_finish`` may return an
+    Observable (or awaitable) that is awaited.
+
+    Every hook may also be written without ``ctx``, as some Java examples do
+    (``on_model_call(self, agent, input, next)``): the plan detects the form once
+    when the agent is built. ``order`` and ``active_points`` must stay methods.
     """
 
     def order(self) -> int:
@@ -147,10 +132,11 @@ class MiddlewareBase:
 
     def on_agent_state_ready(
         self, agent: Agent, ctx: RuntimeContext, state: AgentState, input_messages: list[Msg]
-    ) -> None:
+    ) -> Awaitable[None] | None:
         """Called once per subscription once ``state`` is bound, before the input is
-        merged. ``input_messages`` is a private copy: in-place edits apply to the call."""
-        return
+        merged. ``input_messages`` is a private copy: in-place edits apply to the call.
+        May be ``async def``: it is awaited before the next participant runs."""
+        return None
 
     def on_agent_finish(
         self, agent: Agent, ctx: RuntimeContext, outcome: AgentFinishOutcome

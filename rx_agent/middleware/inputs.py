@@ -9,14 +9,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from .._record import install_java_names
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
 from ..message import GenerateReason, Msg, ToolUseBlock
 from ..options import GenerateOptions
-
-if TYPE_CHECKING:
-    from ..model.base import ChatModel
+from .types import ModelLike
 
 __all__ = [
     "ActingInput",
@@ -41,6 +40,14 @@ def _tuple(record: object, name: str) -> None:
                 f"{type(record).__name__}.{name} must be a sequence, not {type(value).__name__}"
             )
         object.__setattr__(record, name, tuple(value))
+
+
+def _tools(record: ReasoningInput | ModelCallInput) -> None:
+    if type(record.tools) is not tuple:
+        if record.tools is None:  # Java normalizes null tools to an empty list
+            object.__setattr__(record, "tools", ())
+        else:
+            _tuple(record, "tools")
 
 
 class _WithMixin:
@@ -77,7 +84,7 @@ class ReasoningInput(_WithMixin):
 
     def __post_init__(self) -> None:
         _tuple(self, "messages")
-        _tuple(self, "tools")
+        _tools(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +99,16 @@ class ActingInput(_WithMixin):
 
 @dataclass(frozen=True, slots=True)
 class ModelCallInput(_WithMixin):
-    """Input of ``on_model_call``: one model API call."""
+    """Input of ``on_model_call``: one model API call (``tools=None`` means ``()``)."""
 
     messages: tuple[Msg, ...]
     tools: tuple[ToolSchema, ...]
     options: GenerateOptions
-    model: ChatModel
+    model: ModelLike
 
     def __post_init__(self) -> None:
         _tuple(self, "messages")
-        _tuple(self, "tools")
+        _tools(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +118,9 @@ class AgentFinishOutcome:
     result: Msg | None = None
     error: BaseException | None = None
     reason: GenerateReason | None = None
+
+
+# ``input.toolCalls`` / ``getMessages()`` answer with the Python attribute.
+for _record in (AgentInput, ReasoningInput, ActingInput, ModelCallInput, AgentFinishOutcome):
+    install_java_names(_record)
+del _record

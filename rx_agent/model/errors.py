@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import RxAgentError
+
 __all__ = [
     "ModelAuthenticationError",
     "ModelConnectionError",
@@ -15,7 +17,7 @@ __all__ = [
 ]
 
 
-class ModelError(Exception):
+class ModelError(RxAgentError):
     """A model call failed.
 
     ``retryable``: whether the runtime may try again (``max_retries``);

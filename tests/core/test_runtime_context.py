@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import pytest
+
 from rx_agent import RuntimeContext
 
 
@@ -118,3 +120,93 @@ def test_concurrent_puts_from_threads_are_all_kept() -> None:
     for t in threads:
         t.join()
     assert all(ctx.get(f"k{n}-{i}") == i for n in range(8) for i in range(500))
+
+
+# -- Java's typed lookups (issue 10, item 9) ---------------------------------------------------
+
+
+class Store:
+    """A base type tools ask for."""
+
+
+class FileStore(Store):
+    pass
+
+
+class LocalFileStore(FileStore):
+    pass
+
+
+class MemoryStore(Store):
+    pass
+
+
+def test_get_runtime_context_returns_the_context_itself() -> None:
+    ctx = RuntimeContext()
+    assert ctx.get(RuntimeContext) is ctx
+
+
+def test_a_runtime_context_stored_explicitly_wins_over_itself() -> None:
+    ctx, other = RuntimeContext(), RuntimeContext()
+    ctx.put(RuntimeContext, other)
+    assert ctx.get(RuntimeContext) is other
+
+
+def test_a_supertype_finds_the_only_value_stored_under_a_subtype() -> None:
+    ctx = RuntimeContext()
+    files = FileStore()
+    ctx.put(FileStore, files)
+    assert ctx.get(Store) is files
+    assert ctx.get(FileStore) is files
+    assert ctx.get(MemoryStore) is None
+
+
+def test_an_exact_key_wins_over_a_subtype() -> None:
+    ctx = RuntimeContext()
+    exact, files = Store(), FileStore()
+    ctx.put(FileStore, files)
+    ctx.put(Store, exact)
+    assert ctx.get(Store) is exact
+
+
+def test_the_most_derived_subtype_wins_on_one_line_of_descent() -> None:
+    ctx = RuntimeContext()
+    local, files = LocalFileStore(), FileStore()
+    ctx.put(FileStore, files)
+    ctx.put(LocalFileStore, local)
+    assert ctx.get(Store) is local
+
+
+def test_unrelated_subtypes_give_the_first_stored() -> None:
+    ctx = RuntimeContext()
+    memory, files = MemoryStore(), FileStore()
+    ctx.put(MemoryStore, memory)
+    ctx.put(FileStore, files)
+    assert ctx.get(Store) is memory
+
+
+def test_string_keys_are_not_matched_by_type() -> None:
+    ctx = RuntimeContext()
+    ctx.put("store", FileStore())
+    assert ctx.get(Store) is None
+
+
+def test_a_subtype_lookup_reaches_the_fallback_context_after_exact_keys() -> None:
+    base = RuntimeContext()
+    base_files, own_exact = FileStore(), Store()
+    base.put(FileStore, base_files)
+    view = RuntimeContext()._with_fallback(base)
+    assert view.get(Store) is base_files
+    view.put(Store, own_exact)
+    assert view.get(Store) is own_exact
+    assert view.get(RuntimeContext) is view
+
+
+def test_java_getters_on_the_context_suggest_the_attribute() -> None:
+    ctx = RuntimeContext(session_id="s")
+    with pytest.raises(AttributeError, match=r"did you mean `session_id`\? \(an attribute"):
+        ctx.getSessionId()  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="did you mean `agent_state`"):
+        ctx.getAgentState()  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="'RuntimeContext' object has no attribute 'nope'"):
+        ctx.nope  # type: ignore[attr-defined]

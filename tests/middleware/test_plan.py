@@ -261,3 +261,55 @@ def test_str_of_plan_without_middleware_lists_every_point() -> None:
     text = str(make_agent(ScriptedModel([])).plan)
     for point in ExtensionPoint:
         _line_for(text, point)
+
+
+# -- telling two instances of one class apart (issue 10, item 19) -------------------------------
+
+
+class Mw(MiddlewareBase):
+    def __init__(self, order: int = 5) -> None:
+        self._order = order
+
+    def order(self) -> int:
+        return self._order
+
+
+def test_describe_numbers_instances_of_one_class_by_registration() -> None:
+    first, second = Mw(5), Mw(5)
+    agent = make_agent(ScriptedModel([]), middlewares=[first, second, OuterMw()])
+    line = _line_for(agent.plan.describe(), ExtensionPoint.ON_MODEL_CALL)
+    assert line.split(None, 1)[1] == "OuterMw(7) -> Mw#1(5) -> Mw#2(5)"
+
+
+def test_numbers_follow_registration_even_when_the_order_flips_them() -> None:
+    low, high = Mw(1), Mw(9)
+    plan = make_agent(ScriptedModel([]), middlewares=[low, high]).plan
+    assert plan.labels(ExtensionPoint.ON_AGENT) == ("Mw#2", "Mw#1")
+    assert plan.orders(ExtensionPoint.ON_AGENT) == (9, 1)
+    assert plan.labels() == ("Mw#2", "Mw#1")
+
+
+def test_the_same_instance_twice_is_two_numbered_layers() -> None:
+    mw = Mw()
+    plan = builder(ScriptedModel([])).middleware(mw).middleware(mw).build().plan
+    assert plan.labels(ExtensionPoint.ON_REASONING) == ("Mw#1", "Mw#2")
+    mermaid = plan.to_mermaid()
+    assert '["Mw#1 (order 5)"]' in mermaid and '["Mw#2 (order 5)"]' in mermaid
+
+
+def test_a_class_registered_once_keeps_its_plain_name() -> None:
+    plan = make_agent(ScriptedModel([]), middlewares=[Mw(), OuterMw()]).plan
+    assert plan.labels() == ("OuterMw", "Mw")
+
+
+def test_errors_name_the_numbered_instance() -> None:
+    class Forgetful(MiddlewareBase):
+        def __init__(self, forget: bool) -> None:
+            self.forget = forget
+
+        def on_model_call(self, agent, ctx, input, next):  # type: ignore[no-untyped-def]
+            return None if self.forget else next(input)
+
+    agent = make_agent(ScriptedModel(["x"]), middlewares=[Forgetful(False), Forgetful(True)])
+    with pytest.raises(TypeError, match=r"Forgetful#2\.on_model_call\(\) returned NoneType"):
+        agent.call_sync("hi")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import warnings
+from typing import Any
+
 import pytest
 import reactivex.operators as ops
 from conftest import (
@@ -17,12 +21,14 @@ from conftest import (
 
 from rx_agent import (
     AgentEndEvent,
+    AgentState,
     ExtensionPoint,
     MiddlewareBase,
     Msg,
     RuntimeContext,
     ScriptedModel,
 )
+from rx_agent.middleware import ExecutionPlan
 
 
 class Hook(MiddlewareBase):
@@ -348,3 +354,80 @@ def test_caller_context_gets_the_state_even_when_the_call_fails() -> None:
     stream_error(agent.stream("hi", ctx))
     assert ctx.agent_state is not None
     assert [m.text for m in ctx.agent_state.context] == ["hi"]
+
+
+# -- async def on_agent_state_ready (issue 10, item 14) ------------------------------------------
+
+
+class AsyncHook(MiddlewareBase):
+    """An ``async def`` state-ready hook that appends to ``input_messages`` after a wait."""
+
+    def __init__(self, label: str, log: list[str], order: int = 1) -> None:
+        self.label, self.log, self._order = label, log, order
+
+    def order(self) -> int:
+        return self._order
+
+    def active_points(self):  # type: ignore[no-untyped-def]
+        return {ExtensionPoint.ON_AGENT_STATE_READY}
+
+    async def on_agent_state_ready(self, agent, ctx, state, input_messages):  # type: ignore[no-untyped-def, override]
+        await asyncio.sleep(0.001)
+        self.log.append(self.label)
+        input_messages.append(Msg(role="user", content=f"({self.label})"))
+
+
+def test_synchronous_hooks_have_run_when_notify_returns_and_its_result_is_a_no_op() -> None:
+    first, second = Hook(_noop), Hook(_noop)
+    plan = ExecutionPlan([first, second])
+    done = plan.notify_state_ready(None, RuntimeContext(), AgentState(session_id="s"), [])  # type: ignore[arg-type]
+    assert (first.calls, second.calls) == (1, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        del done  # dropping it is harmless: it is no coroutine
+    asyncio.run(_wait(plan.notify_state_ready(None, RuntimeContext(), AgentState(session_id="s"),  # type: ignore[arg-type]
+                                              [])))
+    assert (first.calls, second.calls) == (2, 2)
+
+
+def test_plan_awaits_an_async_hook_before_the_later_ones_run() -> None:
+    log: list[str] = []
+    sync_after = Hook(lambda *_: log.append("sync"), order=0)
+    plan = ExecutionPlan([sync_after, AsyncHook("async", log, order=2)])
+    messages: list[Msg] = []
+    pending = plan.notify_state_ready(None, RuntimeContext(), AgentState(session_id="s"),  # type: ignore[arg-type]
+                                      messages)
+    assert pending is not None and log == []  # nothing ran past the async hook yet
+    asyncio.run(_wait(pending))
+    assert log == ["async", "sync"]
+    assert [m.text for m in messages] == ["(async)"]
+
+
+def test_plan_propagates_an_async_hooks_error_and_skips_later_hooks() -> None:
+    later = Hook(_noop, order=0)
+
+    class Fails(MiddlewareBase):
+        async def on_agent_state_ready(self, agent, ctx, state, input_messages):  # type: ignore[no-untyped-def, override]
+            raise Boom("async state ready")
+
+    plan = ExecutionPlan([Fails(), later])
+    pending = plan.notify_state_ready(None, RuntimeContext(), AgentState(session_id="s"), [])  # type: ignore[arg-type]
+    assert pending is not None
+    with pytest.raises(Boom, match="async state ready"):
+        asyncio.run(_wait(pending))
+    assert later.calls == 0
+
+
+async def _wait(awaitable: Any) -> None:
+    await awaitable
+
+
+def test_async_state_ready_hooks_run_in_plan_order_before_the_model() -> None:
+    log: list[str] = []
+    model = ScriptedModel(["ok"])
+    agent = make_agent(model, middlewares=[AsyncHook("second", log, 1), AsyncHook("first", log, 2)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "coroutine was never awaited"
+        assert agent.call_sync("hi").text == "ok"
+    assert log == ["first", "second"]
+    assert [m.text for m in model.calls[0].messages] == ["hi", "(first)", "(second)"]

@@ -1,0 +1,322 @@
+"""Acting: deciding permissions, pausing and resuming for a human, running a batch.
+
+:meth:`Acting.dispatch` takes a round's tool calls: rules deny some (DENIED results),
+ask about some (the reply pauses, :attr:`AgentState.pending` keeps the batch), hand
+external ones to the caller (pause), and run the rest through the ``on_acting``
+chain, whose core is :meth:`Acting.core`. Results enter the context in call order
+through one :class:`Batch` per step, so an interrupt keeps what finished and answers
+the rest exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Literal
+
+from reactivex import Observable
+from reactivex import abc as rxabc
+
+from .._record import new_id
+from .._rx import from_coroutine
+from ..context import AgentState, PendingToolCalls
+from ..event import (
+    AgentEvent,
+    AllToolsDeniedEvent,
+    ExternalExecutionResultEvent,
+    RequestStopEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
+    UserConfirmResultEvent,
+)
+from ..message import GenerateReason, Msg, Role, ToolResultBlock, ToolResultState, ToolUseBlock
+from ..middleware.base import ExtensionPoint
+from ..middleware.inputs import ActingInput
+from ..permissions import Permission, decide
+from ..tool._execute import execute
+from ._hitl import ResumeEvent, apply_edits
+from ._results import denied_result, emit_result_events, record_result
+from ._steps import CallScope, Interrupted
+
+__all__ = ["Acting", "Batch"]
+
+Emit = Callable[[AgentEvent], None]
+
+
+class Batch:
+    """The tool calls one ``on_acting`` step runs and the results they got so far."""
+
+    __slots__ = ("calls", "closed", "denied", "reply_id", "results")
+
+    def __init__(self, reply_id: str, denied: dict[str, str]) -> None:
+        self.reply_id = reply_id
+        self.denied = denied  # call id -> the user's reason, written by the core
+        self.calls: tuple[ToolUseBlock, ...] = ()
+        self.results: dict[str, ToolResultBlock] = {}
+        self.closed = False
+
+
+class Acting:
+    """The acting side of one call."""
+
+    __slots__ = ("batch", "chain", "scope")
+
+    def __init__(self, scope: CallScope) -> None:
+        self.scope = scope
+        config = scope.config
+        self.chain = config.plan.wrap(ExtensionPoint.ON_ACTING, scope.agent, scope.ctx,
+                                      self.core)
+        self.batch: Batch | None = None
+
+    # -- resume and abandon --------------------------------------------------------
+
+    async def resume(self, state: AgentState, event: ResumeEvent) -> Msg | None:
+        """Continue the paused batch; a message when the reply pauses or ends again."""
+        scope = self.scope
+        pending = state.pending
+        assert pending is not None
+        state.pending = None
+        if isinstance(event, ExternalExecutionResultEvent):
+            scope.emit(ExternalExecutionResultEvent.make(
+                scope.source, reply_id=event.reply_id, tool_results=list(event.tool_results)))
+            by_id = {r.id: r for r in event.tool_results}
+            for call in pending.tool_calls:
+                record_result(state, by_id[call.id])
+            return None
+        scope.emit(UserConfirmResultEvent.make(
+            scope.source, reply_id=event.reply_id, confirm_results=list(event.confirm_results)))
+        denied: dict[str, str] = {}
+        edited: dict[str, ToolUseBlock] = {}
+        for decision in event.confirm_results:
+            if decision.rules:
+                state.permission_rules.extend(decision.rules)
+            call = decision.tool_call
+            if decision.confirmed:
+                edited[call.id] = call
+            else:
+                denied[call.id] = decision.reason or "Denied by the user."
+        if edited:
+            apply_edits(state, edited)
+        calls = [edited.get(c.id, c) for c in pending.batch]
+        return await self.dispatch(state, calls, confirmed=set(edited), denied=denied)
+
+    def abandon_pending(self, state: AgentState) -> None:
+        """A new message arrived instead of an answer: close the paused calls."""
+        state.pending = None
+        self.scope.close_unanswered(
+            state, ToolResultState.INTERRUPTED,
+            "Not executed: the user sent a new message instead of answering.")
+
+    # -- dispatch ------------------------------------------------------------------
+
+    async def dispatch(
+        self,
+        state: AgentState,
+        calls: list[ToolUseBlock],
+        confirmed: set[str] | None = None,
+        denied: dict[str, str] | None = None,
+    ) -> Msg | None:
+        """Decide permissions, run what may run through ``on_acting``, and pause for
+        confirmation or external execution; a message when the reply ends here."""
+        scope = self.scope
+        if scope.interrupted:
+            return scope.close_interrupted(state)
+        confirmed = confirmed or set()
+        denied = denied or {}
+        config = scope.config
+        toolkit = config.toolkit
+        # One reply id for every result of this batch, however it is decided.
+        reply_id = new_id()
+        run: list[ToolUseBlock] = []
+        ask: list[ToolUseBlock] = []
+        external: list[ToolUseBlock] = []
+        for call in calls:
+            tool = toolkit.get(call.name)
+            if call.id in denied:
+                run.append(call)  # the core writes the user's denial
+                continue
+            if call.id not in confirmed:
+                rules = [*state.permission_rules, *config.permission_rules,
+                         *(tool.rules if tool is not None else ())]
+                decision, reason = decide(
+                    call, rules, tool.permission if tool is not None else Permission.ALLOW)
+                if decision is Permission.DENY:
+                    self._write_denied(state, call, reason or "permission denied by rules",
+                                       reply_id)
+                    continue
+                if decision is Permission.ASK:
+                    ask.append(call)
+                    continue
+            if tool is not None and tool.external:
+                external.append(call)
+            else:
+                run.append(call)
+        if ask:
+            waiting = {c.id for c in ask}
+            rest = {c.id for c in run} | {c.id for c in external}
+            batch = [c for c in calls if c.id in waiting or c.id in rest]
+            return self._pause(state, "confirm", ask, batch, denied)
+        if run:
+            ended = await self._run_batch(state, run, Batch(reply_id, denied))
+            if ended is not None:
+                return ended
+        if external and not scope.interrupted and scope.stop_request is None:
+            return self._pause(state, "external", external, external, {})
+        return None
+
+    async def _run_batch(
+        self, state: AgentState, run: list[ToolUseBlock], batch: Batch
+    ) -> Msg | None:
+        scope = self.scope
+        if scope.interrupted:
+            return scope.close_interrupted(state)
+        self.batch = batch
+        try:
+            await scope.run_step(self.chain(ActingInput(tuple(run))), ExtensionPoint.ON_ACTING)
+        except Interrupted:
+            return scope.close_interrupted(state)
+        finally:
+            self.batch = None
+        if scope.interrupted:
+            return scope.close_interrupted(state)
+        # Calls the chain did not run (a middleware short-circuited) still get results.
+        scope.close_unanswered(state, ToolResultState.ERROR,
+                               "Not executed: the on_acting chain did not run this tool call.",
+                               only={c.id for c in run})
+        return None
+
+    def _pause(
+        self,
+        state: AgentState,
+        kind: Literal["confirm", "external"],
+        waiting: list[ToolUseBlock],
+        batch: list[ToolUseBlock],
+        denied: dict[str, str],
+    ) -> Msg:
+        scope = self.scope
+        reply_id = new_id()
+        # Denials the user already gave (a mixed batch paused again) are kept as results.
+        for call in batch:
+            if call.id in denied:
+                self._write_denied(state, call, denied[call.id], reply_id)
+        batch = [c for c in batch if c.id not in denied]
+        state.pending = PendingToolCalls(reply_id=reply_id, kind=kind,
+                                         tool_calls=list(waiting), batch=list(batch))
+        if kind == "confirm":
+            reason = GenerateReason.PERMISSION_ASKING
+            scope.emit(RequireUserConfirmEvent.make(scope.source, reply_id=reply_id,
+                                                    tool_calls=list(waiting)))
+            scope.emit(RequestStopEvent.make(
+                scope.source, reason="Waiting for the user to confirm tool calls.",
+                generate_reason=reason))
+        else:
+            reason = GenerateReason.TOOL_SUSPENDED
+            scope.emit(RequireExternalExecutionEvent.make(scope.source, reply_id=reply_id,
+                                                          tool_calls=list(waiting)))
+        # Not stored: the context must go on with the results of these calls.
+        return Msg(role=Role.ASSISTANT, content=list(waiting), name=scope.config.name,
+                   generate_reason=reason, metadata={"reply_id": reply_id})
+
+    def _write_denied(
+        self, state: AgentState, call: ToolUseBlock, reason: str, reply_id: str
+    ) -> None:
+        block = denied_result(call, reason)
+        emit_result_events(self.scope.emit, self.scope.source, reply_id, block)
+        record_result(state, block)
+
+    # -- the core of on_acting -----------------------------------------------------
+
+    def core(self, ain: ActingInput) -> Observable[AgentEvent]:
+        async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
+            batch = self.batch or Batch(new_id(), {})
+            await self._execute(batch, ain.tool_calls, observer.on_next)
+
+        return from_coroutine(body, self.scope.loop)
+
+    async def _execute(
+        self, batch: Batch, calls: tuple[ToolUseBlock, ...], emit: Emit
+    ) -> None:
+        """Run the batch, adding results to the context in call order. Calls run
+        concurrently only when every tool is concurrency-safe."""
+        scope = self.scope
+        toolkit = scope.config.toolkit
+        batch.calls = calls
+        denied = batch.denied
+        results = batch.results
+        reply_id = batch.reply_id
+        scope.cut_batch = lambda state, text: self._close(batch, state, text)
+        try:
+            if denied and all(c.id in denied for c in calls):
+                for call in calls:
+                    block = denied_result(call, denied[call.id])
+                    emit_result_events(emit, scope.source, reply_id, block)
+                    results[call.id] = block
+                self._close(batch)
+                emit(AllToolsDeniedEvent.make(scope.source, denied_tool_calls=list(calls)))
+                return
+            concurrent = len(calls) > 1 and not denied and all(
+                (t := toolkit.get(c.name)) is not None and t.concurrency_safe for c in calls
+            )
+            if not concurrent:
+                for call in calls:
+                    if scope.interrupted:  # a tool of this batch asked: the rest never start
+                        break
+                    if call.id in denied:
+                        block = denied_result(call, denied[call.id])
+                        emit_result_events(emit, scope.source, reply_id, block)
+                        results[call.id] = block
+                    else:
+                        results[call.id] = await execute(toolkit, call, scope.tool_ctx, emit,
+                                                         scope.source, reply_id)
+            elif not scope.interrupted:
+                await self._run_concurrently(batch, emit)
+            self._close(batch)
+        finally:
+            # Cancelled midway (disposed or cut): keep what finished, in call order.
+            self._close(batch, ToolResultState.INTERRUPTED, "Cancelled before it finished.")
+            scope.cut_batch = None
+
+    async def _run_concurrently(self, batch: Batch, emit: Emit) -> None:
+        scope = self.scope
+        toolkit = scope.config.toolkit
+        results = batch.results
+
+        async def one(call: ToolUseBlock) -> None:
+            block = await execute(toolkit, call, scope.tool_ctx, emit, scope.source,
+                                  batch.reply_id)
+            if not batch.closed:  # a cancelled tool finishing late is not recorded
+                results[call.id] = block
+
+        assert scope.loop is not None
+        tasks = [scope.loop.create_task(one(c)) for c in batch.calls]
+        try:
+            await asyncio.wait(tasks)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+
+    def _close(
+        self,
+        batch: Batch,
+        missing_state: ToolResultState | None = None,
+        missing_text: str = "",
+    ) -> None:
+        """Write the batch's results into the context in call order (once); calls
+        without a result get a synthesized one when ``missing_state`` is given."""
+        if batch.closed:
+            return
+        batch.closed = True
+        scope = self.scope
+        state = scope.state
+        if state is None or scope.sealed:
+            return  # the call already closed its context (it answered what was missing)
+        for call in batch.calls:
+            block = batch.results.get(call.id)
+            if block is None:
+                if missing_state is None:
+                    continue
+                block = ToolResultBlock(id=call.id, name=call.name, output=missing_text,
+                                        state=missing_state)
+                emit_result_events(scope.emit, scope.source, batch.reply_id, block)
+            record_result(state, block)

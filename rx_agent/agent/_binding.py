@@ -1,0 +1,164 @@
+"""A call's hold on its session: the slot, the state loaded into it, saving, release.
+
+Stores may answer synchronously or with awaitables (see :mod:`rx_agent.session`);
+:func:`load_state` and :func:`save_state` are the one place that tells them apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from .._rx import runtime_loop
+from ..context import AgentState
+from ..session import InMemorySessionStore, SessionKey, SessionStore
+from ._hitl import close_pending
+from ._slots import SessionSlots
+
+__all__ = ["SessionBinding", "close_paused", "load_state", "save_state"]
+
+logger = logging.getLogger("rx_agent")
+
+
+async def load_state(store: SessionStore, key: SessionKey) -> AgentState | None:
+    """The stored state (awaited when the store is asynchronous)."""
+    loaded = store.load(key)
+    if loaded is not None and not isinstance(loaded, AgentState):
+        loaded = await loaded
+    if loaded is not None and not isinstance(loaded, AgentState):
+        raise TypeError(
+            f"{type(store).__name__}.load() gave {type(loaded).__name__}, not an AgentState"
+        )
+    return loaded
+
+
+def save_state(store: SessionStore, key: SessionKey, state: AgentState) -> Awaitable[Any] | None:
+    """Save ``state``; an awaitable when the store is asynchronous."""
+    saved = store.save(key, state)
+    return saved if saved is not None and inspect.isawaitable(saved) else None
+
+
+class SessionBinding:
+    """One call's session slot and state.
+
+    ``bind()`` waits for the slot (FIFO per session) and loads the state; ``release()``
+    saves it and frees the slot, once, whatever ended the call.
+    """
+
+    __slots__ = ("held", "key", "owner", "released", "slots", "state", "store", "sync")
+
+    def __init__(
+        self, slots: SessionSlots, store: SessionStore, key: SessionKey, owner: object
+    ) -> None:
+        self.slots = slots
+        self.store = store
+        self.key = key
+        self.owner = owner
+        self.state: AgentState | None = None
+        self.held = False
+        self.released = False
+        # The default store answers at once: finishing needs no task.
+        self.sync = type(store) is InMemorySessionStore
+
+    async def bind(self, user_id: str | None) -> AgentState:
+        if self.state is not None and self.held:
+            return self.state
+        if not self.slots.try_acquire(self.key, self.owner):
+            await self.slots.acquire(self.key, self.owner)
+        self.held = True
+        loaded = await load_state(self.store, self.key)
+        state = loaded if loaded is not None else AgentState(
+            session_id=self.key.session_id, user_id=user_id
+        )
+        self.state = state
+        return state
+
+    def save(self) -> Awaitable[Any] | None:
+        if self.held and self.state is not None:
+            return save_state(self.store, self.key, self.state)
+        return None
+
+    async def release(self) -> None:
+        """Save the state and free the slot (once)."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            saved = self.save()
+            if saved is not None:
+                await saved
+        except Exception:
+            logger.exception("saving session %s failed", self.key)
+        finally:
+            self._free()
+
+    def release_now(self) -> None:
+        """:meth:`release` without waiting (a synchronous store, or a closed loop)."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            saved = self.save()
+            if saved is not None:
+                close = getattr(saved, "close", None)
+                if close is not None:
+                    close()  # the loop is gone: a coroutine here can never run
+                logger.error("session %s: the store is asynchronous and the event loop "
+                             "has closed; the state was not saved", self.key)
+        except Exception:
+            logger.exception("saving session %s failed", self.key)
+        finally:
+            self._free()
+
+    def _free(self) -> None:
+        if self.held:
+            self.held = False
+            self.slots.release(self.key, self.owner)
+
+
+def close_paused(slots: SessionSlots, store: SessionStore, key: SessionKey) -> bool:
+    """Interrupting a paused session (no call running) closes its pending calls with
+    INTERRUPTED results; whether there was something to close (always ``True`` for an
+    asynchronous store, which finishes on the runtime loop)."""
+    loaded = store.load(key)
+    if loaded is not None and not isinstance(loaded, AgentState):
+        asyncio.run_coroutine_threadsafe(_close_paused_async(slots, store, key, loaded),
+                                         runtime_loop())
+        return True
+    state = loaded
+    if state is None or state.pending is None:
+        return False
+    token = object()
+    if not slots.try_acquire(key, token):
+        return False  # a call took the slot meanwhile; it closes or resumes the pause
+    try:
+        close_pending(state)
+        saved = save_state(store, key, state)
+        if saved is not None:
+            asyncio.run_coroutine_threadsafe(_await(saved), runtime_loop())
+    finally:
+        slots.release(key, token)
+    return True
+
+
+async def _close_paused_async(
+    slots: SessionSlots, store: SessionStore, key: SessionKey, loaded: Awaitable[Any]
+) -> None:
+    token = object()
+    await slots.acquire(key, token)
+    try:
+        state = await loaded
+        if state is not None and state.pending is not None:
+            close_pending(state)
+            saved = save_state(store, key, state)
+            if saved is not None:
+                await saved
+    finally:
+        slots.release(key, token)
+
+
+async def _await(awaitable: Awaitable[Any]) -> None:
+    await awaitable

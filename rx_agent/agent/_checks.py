@@ -1,0 +1,211 @@
+"""Argument checks shared by ``ReActAgent(...)`` and the builder's setters, and the
+conversion of what ``stream`` / ``call`` accept into an :class:`AgentInput`.
+
+Each check raises at once with a message that names the argument, the value and,
+where a common slip is recognisable, the fix.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Iterable, Sequence
+
+from ..context import RuntimeContext
+from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
+from ..message import Msg, Role, TextBlock
+from ..middleware.base import MiddlewareBase
+from ..middleware.inputs import AgentInput
+from ..model.base import ChatModel
+from ..options import GenerateOptions
+from ..permissions import PermissionRule
+from ..session import SessionStore
+from ..tool.toolkit import Toolkit
+
+__all__ = [
+    "AgentInputLike",
+    "check_backoff",
+    "check_bool",
+    "check_ctx",
+    "check_failover_listener",
+    "check_generate_options",
+    "check_middleware",
+    "check_middlewares",
+    "check_model",
+    "check_name",
+    "check_positive",
+    "check_rules",
+    "check_session_store",
+    "check_str",
+    "check_toolkit",
+    "normalize",
+    "show",
+]
+
+AgentInputLike = (
+    Msg | Sequence[Msg] | str | UserConfirmResultEvent | ExternalExecutionResultEvent | None
+)
+"""What ``stream``/``call`` accept: one ``Msg``, a list of them, a user ``str``, a resume
+event, or ``None``."""
+
+
+def normalize(msgs: AgentInputLike) -> AgentInput:
+    if msgs is None:
+        return AgentInput(())
+    if isinstance(msgs, str):
+        content = [TextBlock._fast({"type": "text", "text": msgs})] if msgs else []
+        return AgentInput((Msg.make(Role.USER, content),))
+    if isinstance(msgs, Msg):
+        return AgentInput((msgs,))
+    if isinstance(msgs, (UserConfirmResultEvent, ExternalExecutionResultEvent)):
+        return AgentInput((), resume=msgs)
+    if isinstance(msgs, Sequence) and not isinstance(msgs, bytes):
+        items: list[Msg] = []
+        for i, m in enumerate(msgs):
+            if not isinstance(m, Msg):
+                raise TypeError(f"input message #{i} is a {type(m).__name__}, not a Msg")
+            items.append(m)
+        return AgentInput(tuple(items))
+    raise TypeError(
+        "agent input must be a Msg, a list of Msg, a str, a UserConfirmResultEvent, "
+        f"an ExternalExecutionResultEvent or None; got {type(msgs).__name__}"
+    )
+
+
+def check_ctx(ctx: RuntimeContext | None, label: str = "ctx") -> RuntimeContext | None:
+    if ctx is not None and not isinstance(ctx, RuntimeContext):
+        raise TypeError(f"{label} must be a RuntimeContext, not {type(ctx).__name__}")
+    return ctx
+
+
+def show(value: object) -> str:
+    """``type value`` for an error message, the repr kept short."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def check_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {show(name)}")
+    if not name.strip():
+        raise ValueError("agent name must be a non-empty str")
+
+
+def check_str(label: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{label} must be a str, got {show(value)}")
+
+
+def check_bool(label: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{label} must be True or False, got {show(value)}")
+
+
+def check_model(label: str, model: object) -> None:
+    if isinstance(model, ChatModel):
+        return
+    hint = ""
+    if isinstance(model, str):
+        hint = f"; for an OpenAI-compatible endpoint pass OpenAIChatModel({model!r})"
+    elif isinstance(model, type) and issubclass(model, ChatModel):
+        hint = f"; pass an instance: {model.__name__}(...)"
+    raise TypeError(f"{label} must be a ChatModel, got {show(model)}{hint}")
+
+
+def check_toolkit(toolkit: object) -> None:
+    if isinstance(toolkit, Toolkit):
+        return
+    hint = ""
+    if isinstance(toolkit, (list, tuple)) or callable(toolkit):
+        hint = "; wrap the tools in one: Toolkit([fn, ...])"
+    raise TypeError(f"toolkit must be a Toolkit, got {show(toolkit)}{hint}")
+
+
+def check_failover_listener(listener: object) -> None:
+    if not callable(listener):
+        raise TypeError(
+            f"failover_listener must be callable as fn(model, error), got {show(listener)}"
+        )
+    try:
+        inspect.signature(listener).bind(None, None)
+    except TypeError:
+        raise TypeError(
+            "failover_listener is called as fn(primary_model, error); "
+            f"{getattr(listener, '__name__', type(listener).__name__)} does not take those "
+            "two arguments"
+        ) from None
+    except ValueError:  # not introspectable (a builtin): trust it
+        pass
+
+
+def check_session_store(store: object) -> None:
+    # A class has load and save too: the Protocol check alone would let it through.
+    if isinstance(store, type) or not isinstance(store, SessionStore):
+        hint = "; pass an instance" if isinstance(store, type) else ""
+        raise TypeError(
+            f"session_store must have load(key) and save(key, state), got {show(store)}{hint}"
+        )
+
+
+def check_generate_options(options: object) -> None:
+    if not isinstance(options, GenerateOptions):
+        hint = "; write GenerateOptions(**{...})" if isinstance(options, dict) else ""
+        raise TypeError(f"generate_options must be a GenerateOptions, got {show(options)}{hint}")
+
+
+def check_backoff(value: object) -> tuple[float, float]:
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"retry_backoff must be (initial, maximum) seconds, got {show(value)}")
+    out = []
+    for label, seconds in zip(("initial", "maximum"), value, strict=True):
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"retry_backoff {label} must be a number of seconds, got "
+                            f"{show(seconds)}")
+        if not seconds >= 0 or math.isinf(seconds):  # also refuses NaN
+            raise ValueError(f"retry_backoff {label} must be finite and >= 0, got {seconds!r}")
+        out.append(float(seconds))
+    return out[0], out[1]
+
+
+def check_middleware(value: object, where: str) -> MiddlewareBase:
+    if isinstance(value, MiddlewareBase):
+        return value
+    if isinstance(value, type) and issubclass(value, MiddlewareBase):
+        problem = f"the class {value.__name__}; pass an instance: {value.__name__}()"
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        problem = f"a {type(value).__name__}; use middlewares([...]) for several"
+    else:
+        problem = show(value)
+    raise TypeError(f"{where}, got {problem}")
+
+
+def check_middlewares(values: object, label: str) -> list[MiddlewareBase]:
+    if isinstance(values, MiddlewareBase):
+        raise TypeError(f"{label} takes a list of middlewares; use middleware(mw) for one")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"{label} takes a list of MiddlewareBase instances, got {show(values)}")
+    return [
+        check_middleware(mw, f"{label} item #{i} must be a MiddlewareBase instance")
+        for i, mw in enumerate(values)
+    ]
+
+
+def check_rules(values: object) -> tuple[PermissionRule, ...]:
+    if isinstance(values, PermissionRule):
+        raise TypeError("permission_rules takes a list; use permission_rule(...) for one")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"permission_rules takes a list of PermissionRule, got {show(values)}")
+    rules = tuple(values)
+    for rule in rules:
+        if not isinstance(rule, PermissionRule):
+            raise TypeError(f"permission_rules takes PermissionRule, not {type(rule).__name__}")
+    return rules
+
+
+def check_positive(label: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{label} must be an int, not {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{label} must be > 0, got {value}")

@@ -1,0 +1,332 @@
+"""One call of an agent, from subscription to the caller's terminal signal.
+
+A :class:`Run` lives for one subscription of ``agent.stream``. It walks the phases of
+:class:`Phase`: the ``on_agent`` chain starts, the session is bound (slot, state,
+``on_agent_state_ready``), the ReAct loop (:mod:`._loop`) runs, the outcome is
+known, finish hooks run, the state is saved and the slot freed, and the caller gets
+``on_completed`` / ``on_error``. Disposal can cut in at any phase. Everything happens
+on one event-loop thread (the subscriber's loop, or the runtime's when it has none),
+so the state needs no locks; other threads reach it through the loop.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from typing import Any
+
+import reactivex
+from reactivex import Observable
+from reactivex import abc as rxabc
+from reactivex.disposable import Disposable
+
+from .._record import new_id
+from .._rx import from_coroutine, refuse_blocking_run, running_loop, runtime_loop, subscribe_direct
+from ..context import RuntimeContext
+from ..event import AgentEndEvent, AgentEvent, AgentResultEvent, AgentStartEvent
+from ..message import Msg, ToolResultState
+from ..middleware.base import Agent, ExtensionPoint
+from ..middleware.inputs import AgentInput
+from ..session import ANONYMOUS_USER, SessionKey
+from ._binding import SessionBinding
+from ._config import AgentConfig
+from ._loop import ReActLoop
+from ._slots import SessionSlots
+from ._steps import CallScope, is_event
+
+__all__ = ["Phase", "Run"]
+
+_thread_id = threading.get_ident
+
+
+class Phase(enum.Enum):
+    """Where a call is. Moves forward only; ``DISPOSED`` can follow any phase."""
+
+    NEW = "new"
+    """Created; nobody subscribed yet."""
+    STARTED = "started"
+    """The ``on_agent`` chain is subscribed; the session is not bound yet."""
+    READY = "ready"
+    """The slot is held, the state bound and ``on_agent_state_ready`` has run."""
+    REFUSED = "refused"
+    """``on_agent_state_ready`` raised: the call never entered the pipeline."""
+    FINISHING = "finishing"
+    """The outcome is known: finish hooks, saving and release run."""
+    DONE = "done"
+    """The caller has its terminal signal."""
+    DISPOSED = "disposed"
+    """The caller disposed the subscription: no outcome is delivered."""
+
+
+_ENDED = (Phase.FINISHING, Phase.DONE, Phase.DISPOSED)
+
+
+class Run:
+    """The lifecycle of one call (one subscription of ``agent.stream``)."""
+
+    __slots__ = (
+        "binding",
+        "caller_ctx",
+        "config",
+        "driving",
+        "failed",
+        "input",
+        "observer",
+        "phase",
+        "react",
+        "reply_id",
+        "result",
+        "scope",
+        "subscription",
+    )
+
+    def __init__(
+        self,
+        agent: Agent,
+        config: AgentConfig,
+        slots: SessionSlots,
+        caller_ctx: RuntimeContext | None,
+        inp: AgentInput,
+    ) -> None:
+        self.config = config
+        self.caller_ctx = caller_ctx
+        ctx = caller_ctx.copy() if caller_ctx is not None else RuntimeContext()
+        if ctx.session_id is None:
+            ctx.session_id = config.name
+        ctx.agent_state = None
+        tool_ctx = ctx._with_fallback(config.tool_execution_context)
+        self.scope = scope = CallScope(agent, config, ctx, tool_ctx)
+        key = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id)
+        self.binding = SessionBinding(slots, config.session_store, key, self)
+        self.input = inp
+        self.reply_id = new_id()
+        self.phase = Phase.NEW
+        self.observer: rxabc.ObserverBase[AgentEvent] | None = None
+        self.subscription: rxabc.DisposableBase | None = None
+        self.result: Msg | None = None
+        self.failed = False
+        self.driving = False
+        self.react = ReActLoop(scope)
+
+    @property
+    def key(self) -> SessionKey:
+        return self.binding.key
+
+    # -- subscription ----------------------------------------------------------------
+
+    def subscribe(
+        self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+    ) -> rxabc.DisposableBase:
+        refuse_blocking_run(scheduler)
+        loop = running_loop()
+        if loop is not None:
+            self.scope.loop = loop
+            self._start(observer)
+        else:
+            self.scope.loop = loop = runtime_loop()
+            loop.call_soon_threadsafe(self._start, observer)
+        return Disposable(self._dispose_threadsafe)
+
+    def _start(self, observer: rxabc.ObserverBase[AgentEvent]) -> None:
+        self.scope.loop_thread = _thread_id()  # _start always runs on the loop's thread
+        if self.phase is Phase.DISPOSED:
+            return
+        self.observer = observer
+        self.phase = Phase.STARTED
+        scope = self.scope
+        chain = self.config.plan.wrap(ExtensionPoint.ON_AGENT, scope.agent, scope.ctx,
+                                      self._core_agent)
+        try:
+            source = chain(self.input)
+        except Exception as exc:
+            source = reactivex.throw(exc)
+        self.subscription = subscribe_direct(source, self._on_next, self._on_error,
+                                             self._on_completed)
+
+    def _on_next(self, event: AgentEvent) -> None:
+        scope = self.scope
+        if _thread_id() != scope.loop_thread:  # an on_agent middleware hopped threads
+            assert scope.loop is not None
+            scope.loop.call_soon_threadsafe(self._on_next, event)
+            return
+        observer = self.observer
+        if observer is None:  # finishing or disposed: nothing more reaches the caller
+            return
+        if type(event) is AgentResultEvent:
+            self.result = event.result
+        elif not is_event(event):
+            if self.subscription is not None:
+                self.subscription.dispose()
+            self._finish(scope.not_an_event(ExtensionPoint.ON_AGENT, event))
+            return
+        observer.on_next(event)
+
+    def _on_error(self, error: Exception) -> None:
+        self._on_loop(self._finish, error)
+
+    def _on_completed(self) -> None:
+        self._on_loop(self._finish, None)
+
+    def _on_loop(self, fn: Any, arg: Any) -> None:
+        scope = self.scope
+        if _thread_id() != scope.loop_thread:
+            assert scope.loop is not None
+            scope.loop.call_soon_threadsafe(fn, arg)
+        else:
+            fn(arg)
+
+    # -- the core of on_agent --------------------------------------------------------
+
+    def _core_agent(self, inp: AgentInput) -> Observable[AgentEvent]:
+        async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
+            if self.driving:
+                who = ", ".join(f"{type(m).__name__}.on_agent()" for m in
+                                self.config.plan.participants(ExtensionPoint.ON_AGENT))
+                raise RuntimeError(
+                    f"{who} subscribed next() twice at once; one call runs one inner "
+                    "pipeline at a time on its session (call next() again only after the "
+                    "first stream ended, e.g. with ops.catch or ops.concat)"
+                )
+            self.driving = True
+            try:
+                await self._drive(inp, observer.on_next)
+            finally:
+                self.driving = False
+
+        return from_coroutine(body, self.scope.loop)
+
+    async def _drive(self, inp: AgentInput, emit: Any) -> None:
+        scope = self.scope
+        ctx = scope.ctx
+        state = await self.binding.bind(ctx.user_id)
+        scope.state = state
+        ctx.agent_state = state
+        scope.tool_ctx.agent_state = state
+        if self.caller_ctx is not None:
+            self.caller_ctx.agent_state = state
+        input_messages = list(inp.msgs)
+        if self.phase is Phase.STARTED:
+            try:
+                pending = self.config.plan.notify_state_ready(scope.agent, ctx, state,
+                                                              input_messages)
+                if pending is not None:  # an async hook
+                    await pending
+            except BaseException:
+                self.phase = Phase.REFUSED
+                raise
+            self.phase = Phase.READY
+        scope.emit = emit
+        emit(AgentStartEvent.make(
+            scope.source, session_id=self.key.session_id, reply_id=self.reply_id,
+            name=self.config.name, user_id=ctx.user_id,
+        ))
+        final = await self.react.run(state, input_messages, inp)
+        emit(AgentResultEvent.make(scope.source, result=final))
+        emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
+
+    # -- the end -----------------------------------------------------------------------
+
+    def _finish(self, error: BaseException | None) -> None:
+        if self.phase in _ENDED:
+            return
+        refused = self.phase is Phase.REFUSED
+        self.phase = Phase.FINISHING
+        self.failed = error is not None
+        observer, self.observer = self.observer, None
+        if self.binding.sync and (refused or not self.config.plan.finish_hooks()):
+            # Nothing to await: finish now instead of paying for a task.
+            self._seal()
+            self.binding.release_now()
+            self._deliver(observer, error)
+            return
+        loop = self.scope.loop
+        assert loop is not None
+        loop.create_task(self._finalize(observer, error, refused))
+
+    async def _finalize(
+        self,
+        observer: rxabc.ObserverBase[AgentEvent] | None,
+        error: BaseException | None,
+        refused: bool,
+    ) -> None:
+        try:
+            if not refused:
+                outcome_error = await self.config.plan.notify_finish(
+                    self.scope.agent, self.scope.ctx, self.result if error is None else None,
+                    error,
+                )
+                error = outcome_error
+        finally:
+            self._seal()
+            await self.binding.release()
+        self._deliver(observer, error)
+
+    def _deliver(
+        self, observer: rxabc.ObserverBase[AgentEvent] | None, error: BaseException | None
+    ) -> None:
+        if self.phase is Phase.DISPOSED:
+            return
+        self.phase = Phase.DONE
+        if observer is None:
+            return
+        if error is not None:
+            observer.on_error(error if isinstance(error, Exception) else RuntimeError(error))
+        else:
+            observer.on_completed()
+
+    def _seal(self) -> None:
+        """Close the context for saving: no tool call may stay without a result."""
+        scope = self.scope
+        state = scope.state
+        scope.sealed = True  # a cancelled step still unwinding must not append now
+        if state is None or state.pending is not None:
+            return
+        if self.phase is Phase.DISPOSED:
+            scope.close_unanswered(state, ToolResultState.INTERRUPTED,
+                                   "Cancelled before it finished.")
+        elif self.failed:
+            scope.close_unanswered(state, ToolResultState.ERROR,
+                                   "Not executed: the reply failed.")
+
+    # -- disposal and interrupt ----------------------------------------------------------
+
+    def _dispose_threadsafe(self) -> None:
+        loop = self.scope.loop
+        if loop is None or loop.is_closed() or running_loop() is loop:
+            self._dispose()
+        else:
+            loop.call_soon_threadsafe(self._dispose)
+
+    def _dispose(self) -> None:
+        if self.phase is Phase.DISPOSED:
+            return
+        finishing = self.phase in (Phase.FINISHING, Phase.DONE)
+        self.phase = Phase.DISPOSED
+        self.observer = None
+        scope = self.scope
+        if self.subscription is not None:
+            self.subscription.dispose()
+        step = scope.step
+        if step is not None and step.subscription is not None:
+            step.subscription.dispose()
+        if finishing or self.binding.released:
+            return
+        loop = scope.loop
+        if loop is None:
+            return
+        # No finish hooks on dispose; state is still saved and the slot released
+        # (after the cancelled step has unwound, hence a task).
+        if loop.is_closed():
+            self._seal()
+            self.binding.release_now()
+        else:
+            loop.create_task(self._release_disposed())
+
+    async def _release_disposed(self) -> None:
+        # Runs after the cancelled step's task (scheduled first) has unwound.
+        self._seal()
+        await self.binding.release()
+
+    def request_interrupt(self) -> None:
+        """Thread-safe: end the call with ``INTERRUPTED`` at the current step."""
+        self.scope.request_interrupt()

@@ -1,0 +1,259 @@
+"""What the steps of one call share: running a step's stream, interrupts, closers.
+
+A *step* is one hook chain's stream (a reasoning round, an acting batch, the summary
+call) run to completion while its events go to the caller. The loop
+(:mod:`._loop`) and acting (:mod:`._acting`) both run their steps through a
+:class:`CallScope`; everything here happens on the call's event-loop thread (see
+``docs/internals.md``, "Threading").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from reactivex import Observable
+from reactivex import abc as rxabc
+
+from .._record import new_id
+from .._rx import subscribe_direct
+from ..context import AgentState, RuntimeContext
+from ..event import AgentEvent, RequestStopEvent
+from ..message import GenerateReason, Msg, Role, ToolResultState
+from ..middleware.base import Agent, ExtensionPoint
+from ._config import AgentConfig
+from ._results import close_unanswered, emit_result_events
+
+__all__ = ["CallScope", "Interrupted", "is_event"]
+
+# Which thread a signal arrives on decides whether it must hop back to the loop.
+# get_ident is ~5x cheaper than asyncio's get_running_loop (which checks the pid).
+_thread_id = threading.get_ident
+
+_INTERRUPTED_TEXT = "The reply was interrupted."
+
+# Event classes seen so far: an exact-type set lookup is much cheaper per event than
+# isinstance against pydantic's ABC metaclass; a new subclass is added on first sight.
+_EVENT_TYPES: set[type] = set()
+
+
+def is_event(item: object) -> bool:
+    """Whether ``item`` is an :class:`AgentEvent` (cheap for known classes)."""
+    if type(item) in _EVENT_TYPES:
+        return True
+    if isinstance(item, AgentEvent):
+        _EVENT_TYPES.add(type(item))
+        return True
+    return False
+
+
+class Interrupted(Exception):
+    """Internal: the current step was cut short by ``agent.interrupt``."""
+
+
+class _Step:
+    __slots__ = ("future", "subscription")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.subscription: rxabc.DisposableBase | None = None
+
+
+class CallScope:
+    """The per-call facts and controls every step uses."""
+
+    __slots__ = (
+        "agent",
+        "config",
+        "ctx",
+        "cut_batch",
+        "emit",
+        "interrupted",
+        "loop",
+        "loop_thread",
+        "sealed",
+        "source",
+        "state",
+        "step",
+        "stop_request",
+        "tool_ctx",
+    )
+
+    def __init__(
+        self, agent: Agent, config: AgentConfig, ctx: RuntimeContext, tool_ctx: RuntimeContext
+    ) -> None:
+        self.agent = agent  # handed to hooks; the steps read ``config`` only
+        self.config = config
+        self.ctx = ctx
+        self.tool_ctx = tool_ctx
+        self.source = config.name
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread = -1
+        self.emit: Callable[[AgentEvent], None] = _nowhere
+        self.state: AgentState | None = None
+        self.interrupted = False
+        self.stop_request: RequestStopEvent | None = None
+        self.step: _Step | None = None
+        # The call's outcome is saved: a cancelled step still unwinding must not
+        # append to the context any more.
+        self.sealed = False
+        # Set by acting while a batch runs: closes it when the step is cut.
+        self.cut_batch: Callable[[ToolResultState, str], None] | None = None
+
+    # -- interrupt -----------------------------------------------------------------
+
+    def request_interrupt(self) -> None:
+        """Thread-safe: end the call with ``INTERRUPTED`` at the current step.
+
+        The flag is read at every step boundary, so once this returns no tool of the
+        reply starts; the running step is also cut short."""
+        self.interrupted = True
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._cut_step)
+
+    def _cut_step(self) -> None:
+        step = self.step
+        if step is not None and not step.future.done():
+            step.future.set_exception(Interrupted())
+            if step.subscription is not None:
+                step.subscription.dispose()
+
+    # -- steps -----------------------------------------------------------------------
+
+    async def run_step(
+        self,
+        source: Observable[AgentEvent],
+        point: ExtensionPoint | None,
+        feed: Callable[[AgentEvent], None] | None = None,
+    ) -> None:
+        """Run one step's stream to completion, forwarding its events to the caller.
+
+        ``point`` is the hook chain the stream leaves: its items are checked and stop
+        requests watched there (``None`` for the core's own stream). ``feed`` also
+        sees every event (the round's message capture).
+        """
+        loop = self.loop
+        assert loop is not None
+        step = _Step(loop.create_future())
+        emit = self.emit
+        future = step.future
+        loop_thread = self.loop_thread
+
+        # A middleware may move the stream to another thread (observe_on a thread
+        # pool); signals are brought back to the loop so the call stays single-threaded.
+        def late(fn: Callable[..., None], *args: Any) -> None:
+            if not future.done():
+                fn(*args)
+
+        on_next: Callable[[AgentEvent], None]
+        if point is not None:
+
+            def on_next(event: AgentEvent) -> None:
+                if _thread_id() != loop_thread:
+                    loop.call_soon_threadsafe(late, on_next, event)
+                    return
+                if future.done():  # cut short: late events of a cancelled step
+                    return
+                if type(event) not in _EVENT_TYPES and not is_event(event):
+                    future.set_exception(self.not_an_event(point, event))
+                    return
+                if isinstance(event, RequestStopEvent) and self.stop_request is None:
+                    self.stop_request = event
+                if feed is not None:
+                    feed(event)
+                emit(event)
+        else:
+
+            def on_next(event: AgentEvent) -> None:
+                if _thread_id() != loop_thread:
+                    loop.call_soon_threadsafe(late, on_next, event)
+                    return
+                if not future.done():
+                    emit(event)
+
+        def on_error(exc: Exception) -> None:
+            if _thread_id() != loop_thread:
+                loop.call_soon_threadsafe(late, on_error, exc)
+            elif not future.done():
+                future.set_exception(exc)
+
+        def on_completed() -> None:
+            if _thread_id() != loop_thread:
+                loop.call_soon_threadsafe(late, on_completed)
+            elif not future.done():
+                future.set_result(None)
+
+        self.step = step
+        try:
+            step.subscription = subscribe_direct(source, on_next, on_error, on_completed)
+            await future
+        finally:
+            self.step = None
+            if step.subscription is not None:
+                step.subscription.dispose()
+
+    def not_an_event(self, point: ExtensionPoint, item: Any) -> TypeError:
+        who = ", ".join(
+            f"{type(m).__name__}.{point.value}()" for m in self.config.plan.participants(point)
+        ) or "the runtime"
+        return TypeError(
+            f"{who} emitted {type(item).__name__} {item!r:.80}, not an AgentEvent, into the "
+            f"{point.value} stream (a port of Mono.delay(...).thenMany(...) emits the "
+            "timer's 0: drop it with ops.ignore_elements() or use ops.flat_map)"
+        )
+
+    # -- ending a reply ----------------------------------------------------------------
+
+    def close_unanswered(
+        self,
+        state: AgentState,
+        result_state: ToolResultState,
+        text: str,
+        only: set[str] | None = None,
+    ) -> None:
+        """Synthesize results for the calls left open, telling the caller."""
+        reply_id: str | None = None
+        for block in close_unanswered(state, result_state, text, only):
+            if reply_id is None:
+                reply_id = new_id()  # the synthesized results form one batch
+            emit_result_events(self.emit, self.source, reply_id, block)
+
+    def placeholder(self, state: AgentState, reason: GenerateReason, text: str = "") -> Msg:
+        """A final message without model text (stored, so the session stays whole)."""
+        msg = Msg(role=Role.ASSISTANT, content=text, name=self.config.name,
+                  generate_reason=reason)
+        state.context.append(msg)
+        return msg
+
+    def close_stopped(self, state: AgentState, msg: Msg | None) -> Msg:
+        stop = self.stop_request
+        assert stop is not None
+        reason = stop.generate_reason
+        why = stop.reason or reason.value
+        self.close_unanswered(state, ToolResultState.INTERRUPTED,
+                              f"Not executed: the reply was stopped ({why}).")
+        if msg is not None and msg.has_visible_text and not msg.tool_calls:
+            msg.generate_reason = reason
+            return msg
+        placeholder = self.placeholder(state, reason)
+        if stop.reason:
+            placeholder.metadata = {"stop_reason": stop.reason}
+        return placeholder
+
+    def close_interrupted(self, state: AgentState, partial: Msg | None = None) -> Msg:
+        """End the reply as INTERRUPTED; ``partial`` is what a cut round produced."""
+        if partial is not None and partial.content and (
+            not state.context or state.context[-1] is not partial
+        ):
+            state.context.append(partial)
+        text = "Interrupted before it finished."
+        if self.cut_batch is not None:  # the acting step was cut: finished results stay
+            self.cut_batch(ToolResultState.INTERRUPTED, text)
+        self.close_unanswered(state, ToolResultState.INTERRUPTED, text)
+        return self.placeholder(state, GenerateReason.INTERRUPTED, _INTERRUPTED_TEXT)
+
+
+def _nowhere(event: AgentEvent) -> None:
+    """The emit of a scope whose call has not started."""

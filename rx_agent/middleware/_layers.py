@@ -1,0 +1,131 @@
+"""The onion's layers: each calls one participant's hook around the layer inside it.
+
+Built per call by :meth:`ExecutionPlan.wrap`. A layer checks the input it is handed
+and the hook's return value, so a mistake in a middleware fails the stream with a
+message naming it (the caller sees ``on_error``), never a crash inside the runtime.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import reactivex
+from reactivex import Observable
+
+from .._rx import DirectObservable
+from ..context import RuntimeContext
+from ..event import AgentEvent
+from ._forms import awaiting
+from .base import ExtensionPoint
+from .inputs import ActingInput, AgentInput, ModelCallInput, ReasoningInput
+from .types import Agent, Handler
+
+__all__ = ["INPUT_TYPES", "Checked", "Layer"]
+
+InputT = TypeVar("InputT")
+
+INPUT_TYPES: dict[ExtensionPoint, type] = {
+    ExtensionPoint.ON_AGENT: AgentInput,
+    ExtensionPoint.ON_REASONING: ReasoningInput,
+    ExtensionPoint.ON_ACTING: ActingInput,
+    ExtensionPoint.ON_MODEL_CALL: ModelCallInput,
+}
+
+
+class Layer(Generic[InputT]):
+    """One onion layer: calls ``hook(agent, ctx, input, inner)``.
+
+    Checks the input handed to it and the hook's return value so that a mistake in a
+    middleware fails the stream with a message naming the middleware, and turns a hook
+    that raises into an erroring stream (the caller sees ``on_error``).
+    """
+
+    __slots__ = ("_agent", "_ctx", "_hook", "_inner", "_input_type", "_point", "_who")
+
+    def __init__(
+        self,
+        point: ExtensionPoint,
+        who: str,
+        hook: Callable[..., Observable[AgentEvent]],
+        agent: Agent,
+        ctx: RuntimeContext,
+        inner: Handler[InputT],
+    ) -> None:
+        self._point = point
+        self._who = who
+        self._hook = hook
+        self._agent = agent
+        self._ctx = ctx
+        self._inner = inner
+        self._input_type = INPUT_TYPES[point]
+
+    def __call__(self, inp: InputT) -> Observable[AgentEvent]:
+        if type(inp) is not self._input_type and not isinstance(inp, self._input_type):
+            return reactivex.throw(
+                TypeError(
+                    f"{self._point.value}: next() was given {type(inp).__name__}, "
+                    f"expected {self._input_type.__name__}"
+                )
+            )
+        try:
+            out = self._hook(self._agent, self._ctx, inp, self._inner)
+        except Exception as exc:
+            return reactivex.throw(exc)
+        # Exact-type checks first: isinstance against RxPY's ABC is the slow path.
+        kind = type(out)
+        if kind is DirectObservable or kind is Observable:
+            return out
+        if not isinstance(out, Observable):
+            if inspect.iscoroutine(out):
+                # A plain def that returns a coroutine: await it on subscription (the
+                # first subscription uses it, a re-subscription calls the hook again).
+                return awaiting(self._coroutine_once(out, inp), self._who, self._point)
+            return reactivex.throw(
+                TypeError(
+                    f"{self._who}.{self._point.value}() returned "
+                    f"{type(out).__name__}, expected an Observable "
+                    "(did it forget to `return next(input)`?)"
+                )
+            )
+        return out
+
+    def _coroutine_once(self, first: Any, inp: InputT) -> Callable[[], Any]:
+        pending = [first]
+
+        def start() -> Any:
+            if pending:
+                return pending.pop()
+            return self._hook(self._agent, self._ctx, inp, self._inner)
+
+        return start
+
+    # Java's ``next.apply(input)`` works as written.
+    apply = __call__
+
+
+class Checked(Generic[InputT]):
+    """The innermost ``next``: checks what the innermost middleware passes to the core."""
+
+    __slots__ = ("_core", "_input_type", "_point")
+
+    def __init__(self, point: ExtensionPoint, core: Handler[InputT]) -> None:
+        self._point = point
+        self._core = core
+        self._input_type = INPUT_TYPES[point]
+
+    def __call__(self, inp: InputT) -> Observable[AgentEvent]:
+        if not isinstance(inp, self._input_type):
+            return reactivex.throw(
+                TypeError(
+                    f"{self._point.value}: next() was given {type(inp).__name__}, "
+                    f"expected {self._input_type.__name__}"
+                )
+            )
+        try:
+            return self._core(inp)
+        except Exception as exc:
+            return reactivex.throw(exc)
+
+    apply = __call__

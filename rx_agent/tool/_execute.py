@@ -1,0 +1,115 @@
+"""Running one tool call: validation, invocation, streaming, and failures as results.
+
+:func:`execute` is the one way the runtime runs a tool call. It never raises but
+for the cancellation of the call itself: a missing tool, bad arguments and any
+exception of the tool (``SystemExit`` from an ``argparse`` inside it included)
+become an ERROR result the model can read, so the loop and the event loop go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from .._text import scrub
+from ..context import RuntimeContext
+from ..event import (
+    AgentEvent,
+    ToolResultDataDeltaEvent,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
+    ToolResultTextDeltaEvent,
+)
+from ..message import DataBlock, TextBlock, ToolResultBlock, ToolResultState, ToolUseBlock
+from .toolkit import ToolArgumentError, Toolkit, is_stream, resolve, tool_output_text
+
+__all__ = ["Emit", "execute", "tool_error_text"]
+
+Emit = Callable[[AgentEvent], None]
+
+
+def tool_error_text(name: str, exc: BaseException) -> str:
+    return f"Error: tool {name!r} raised {type(exc).__name__}: {exc}"
+
+
+async def execute(
+    toolkit: Toolkit,
+    call: ToolUseBlock,
+    ctx: RuntimeContext | None,
+    emit: Emit,
+    source: str | None,
+    reply_id: str,
+) -> ToolResultBlock:
+    """Execute ``call`` with the toolkit's tool of that name, emitting its result
+    events (``reply_id`` is the batch's); return its result. Synchronous tools run on
+    the toolkit's executor, off the event loop."""
+    tool = toolkit.get(call.name)
+    common = {"reply_id": reply_id, "tool_call_id": call.id, "tool_call_name": call.name}
+    emit(ToolResultStartEvent.make(source, **common))
+    state = ToolResultState.SUCCESS
+    output: str | list[Any]
+    streamed = False
+    if tool is None:
+        names = ", ".join(toolkit.names) or "none"
+        output = f"Error: there is no tool named {call.name!r}. Available tools: {names}."
+        state = ToolResultState.ERROR
+    elif call.raw_input is not None:
+        output = (
+            f"Error: the arguments of tool {call.name!r} are not a valid JSON object: "
+            f"{call.raw_input[:200]!r}"
+        )
+        state = ToolResultState.ERROR
+    else:
+        try:
+            kwargs = tool.validate(call.input)
+            started = tool.invoke(kwargs, ctx, toolkit.executor)
+            if is_stream(started):
+                parts: list[str] = []
+                async for chunk in started:
+                    text = scrub(tool_output_text(chunk))
+                    if text:
+                        parts.append(text)
+                        emit(ToolResultTextDeltaEvent.make(source, delta=text, **common))
+                output = "".join(parts)
+                streamed = True
+            else:
+                value = await resolve(started)
+                output, state = _tool_value(value)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the call itself is being cancelled (dispose, interrupt)
+            # The tool's own inner await was cancelled: a failure of the tool.
+            output, state = tool_error_text(call.name, exc), ToolResultState.ERROR
+        except ToolArgumentError as exc:
+            output, state = f"Error: {exc}", ToolResultState.ERROR
+        except BaseException as exc:
+            # SystemExit, KeyboardInterrupt, ...: left alone they would stop the shared
+            # event loop; here they are this tool's failure.
+            output, state = tool_error_text(call.name, exc), ToolResultState.ERROR
+    if not streamed:
+        if isinstance(output, str):
+            output = scrub(output)
+            if output:
+                emit(ToolResultTextDeltaEvent.make(source, delta=output, **common))
+        else:
+            for block in output:
+                if isinstance(block, TextBlock) and block.text:
+                    emit(ToolResultTextDeltaEvent.make(source, delta=block.text, **common))
+                elif isinstance(block, DataBlock):
+                    emit(ToolResultDataDeltaEvent.make(source, delta=block, **common))
+    emit(ToolResultEndEvent.make(source, state=state, **common))
+    return ToolResultBlock(id=call.id, name=call.name, output=output, state=state)
+
+
+def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:
+    if isinstance(value, ToolResultBlock):
+        return value.output, value.state
+    if isinstance(value, (TextBlock, DataBlock)):
+        return [value], ToolResultState.SUCCESS
+    if isinstance(value, list) and value and all(
+        isinstance(v, (TextBlock, DataBlock)) for v in value
+    ):
+        return list(value), ToolResultState.SUCCESS
+    return tool_output_text(value), ToolResultState.SUCCESS
