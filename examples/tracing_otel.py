@@ -1,9 +1,10 @@
 """``OtelTracingMiddleware``: OpenTelemetry spans for a reply, printed as a tree.
 
-Needs the SDK: ``pip install 'rx-agent[otel]'``. By default the spans go to an
-in-memory exporter and are printed as a tree; ``--console`` uses the SDK's console
-exporter instead (one JSON document per span). For a real backend, swap in
-``OTLPSpanExporter(endpoint="http://localhost:4318/v1/traces")`` behind a
+Needs the OpenTelemetry SDK, the ``otel`` extra: ``pip install -e '.[otel]'`` from a
+checkout (without it the example says so and exits with status 1). By default the
+spans go to an in-memory exporter and are printed as a tree; ``--console`` uses the
+SDK's console exporter instead (one JSON document per span). For a real backend, swap
+in ``OTLPSpanExporter(endpoint="http://localhost:4318/v1/traces")`` behind a
 ``BatchSpanProcessor``.
 
 Run: python examples/tracing_otel.py [--console]
@@ -12,11 +13,6 @@ Run: python examples/tracing_otel.py [--console]
 from __future__ import annotations
 
 import sys
-
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rx_agent import (
     OtelTracingMiddleware,
@@ -27,6 +23,17 @@ from rx_agent import (
     ToolUseBlock,
     tool,
 )
+
+try:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+except ImportError as exc:  # rx_agent needs only the API; recording spans needs the SDK
+    sys.exit(
+        f"This example needs the OpenTelemetry SDK ({exc}).\n"
+        "Install the otel extra from a checkout of rx_agent: pip install -e '.[otel]'"
+    )
 
 SHOWN = (
     "gen_ai.conversation.id", "gen_ai.request.model", "gen_ai.usage.input_tokens",

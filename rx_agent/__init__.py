@@ -5,6 +5,7 @@ Everything a user needs is importable from here; submodules are for the curious.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -73,6 +74,11 @@ from .model import ChatModel, ModelError, ScriptedModel
 from .options import GenerateOptions
 from .session import InMemorySessionStore, SessionKey, SessionStore
 from .tool import Tool, Toolkit, tool
+
+# The application decides where log records go. Without a handler here, Python's
+# "last resort" handler would print rx_agent's warnings to stderr when the
+# application configured no logging at all.
+logging.getLogger("rx_agent").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from .builtin.budget import ReplyBudgetControlMiddleware

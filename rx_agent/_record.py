@@ -14,7 +14,7 @@ import os
 import re
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -215,12 +215,15 @@ class Record(BaseModel):
         __getattr__ = model_getattr
 
     @classmethod
-    def _fast(cls, values: dict[str, Any]) -> Any:
+    def _fast(cls, values: dict[str, Any]) -> Self:
         """Build an instance from already-valid internal values, skipping validation.
 
         Used only on the runtime's hot paths with values the runtime itself produced;
         ``values`` must hold every field. User-facing construction always validates.
+        With ``RX_AGENT_CHECK_RECORDS=1`` (the test suite sets it) the keys are checked.
         """
+        if CHECK_RECORDS:
+            check_fields(cls, values, exact=True)
         obj = _new(cls)
         _set(obj, "__dict__", values)
         _set(obj, "__pydantic_fields_set__", set(values))
@@ -231,3 +234,20 @@ class Record(BaseModel):
 
 _new = object.__new__
 _set = object.__setattr__
+
+# Validation-free construction trusts the runtime's keys; the test suite checks them
+# (one global flag per construction otherwise).
+CHECK_RECORDS = os.environ.get("RX_AGENT_CHECK_RECORDS", "") not in ("", "0")
+
+
+def check_fields(cls: type[BaseModel], values: dict[str, Any], *, exact: bool) -> None:
+    """Raise ``TypeError`` when ``values`` names a field ``cls`` does not have (or, with
+    ``exact``, misses one)."""
+    fields = cls.model_fields
+    unknown = sorted(k for k in values if k not in fields)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field(s) {', '.join(unknown)}")
+    if exact:
+        missing = sorted(k for k in fields if k not in values)
+        if missing:
+            raise TypeError(f"{cls.__name__}._fast() is missing {', '.join(missing)}")

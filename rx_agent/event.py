@@ -7,11 +7,11 @@ and a ``type`` discriminator, so ``parse_event(e.model_dump_json())`` rebuilds i
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, TypeAdapter
 
-from ._record import Record, new_id, now
+from ._record import CHECK_RECORDS, Record, check_fields, new_id, now
 from .message import (
     ChatUsage,
     DataBlock,
@@ -95,8 +95,13 @@ class AgentEvent(Record):
         cls._all_fields = set(cls.model_fields)
 
     @classmethod
-    def make(cls, source: str | None = None, /, **values: Any) -> Any:
-        """Build an event from runtime-produced values without validation (hot path)."""
+    def make(cls, source: str | None = None, /, **values: Any) -> Self:
+        """Build an event from runtime-produced values without validation (hot path).
+
+        With ``RX_AGENT_CHECK_RECORDS=1`` (the test suite sets it) every key is checked
+        against the class's fields."""
+        if CHECK_RECORDS:
+            check_fields(cls, values, exact=False)
         obj = _new(cls)
         data = cls._defaults.copy()
         data["id"] = new_id()

@@ -7,7 +7,7 @@ Everything here is a pydantic model that round-trips through JSON. Blocks carry 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator
 
@@ -277,9 +277,9 @@ class Msg(Record):
         generate_reason: GenerateReason | None = None,
         usage: ChatUsage | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> Msg:
+    ) -> Self:
         """Build a message from already-valid parts without validation (runtime use)."""
-        msg: Msg = cls._fast(
+        return cls._fast(
             {
                 "role": role,
                 "content": content,
@@ -291,7 +291,6 @@ class Msg(Record):
                 "usage": usage,
             }
         )
-        return msg
 
     @property
     def text(self) -> str:

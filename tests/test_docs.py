@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,3 +210,59 @@ def test_api_reference_lists_every_public_name() -> None:
     public = set(rx_agent.__all__) - {"__version__"}
     assert not public - documented, f"add to docs/reference/api.md: {sorted(public - documented)}"
     assert not documented - public, f"not public any more: {sorted(documented - public)}"
+
+
+# -- install commands that work; the differences list what a Java user must know --------
+
+EXTRAS = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+             ["project"]["optional-dependencies"])
+PIP_INSTALL = re.compile(r"pip install\s+(?P<args>[^`#&\n\"]*)")
+THIRD_PARTY = {"nox"}  # tools the docs install from the package index
+
+
+def _install_commands() -> list[tuple[str, str]]:
+    """(where, target) for every ``pip install`` target in the README, the docs, the
+    examples and the tracing package's messages."""
+    files = [ROOT / "README.md", *sorted(DOCS.rglob("*.md")),
+             *sorted((ROOT / "examples").glob("*.py")),
+             *sorted((ROOT / "rx_agent" / "tracing").glob("*.py"))]
+    found = []
+    for path in files:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in PIP_INSTALL.finditer(line):
+                for target in match["args"].split():
+                    if not target.startswith("-"):
+                        found.append((f"{path.relative_to(ROOT)}:{n}", target.strip("'")))
+    return found
+
+
+def test_install_commands_name_a_checkout_and_extras_that_exist() -> None:
+    commands = _install_commands()
+    assert len(commands) > 5
+    for where, target in commands:
+        if target in THIRD_PARTY:
+            continue
+        # rx-agent is not on the package index: it installs from a checkout.
+        match = re.fullmatch(r"\.(?:\[(?P<extras>[\w,-]+)\])?", target)
+        assert match, f"{where}: `pip install {target}` cannot work; use a checkout ('.')"
+        unknown = set((match["extras"] or "").split(",")) - EXTRAS - {""}
+        assert not unknown, f"{where}: no such extra {sorted(unknown)}; extras: {sorted(EXTRAS)}"
+
+
+def test_the_install_section_lists_every_extra() -> None:
+    page = (DOCS / "index.md").read_text(encoding="utf-8")
+    section = page.split("## Install", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([\w-]+)` \|", section, re.MULTILINE))
+    assert listed == EXTRAS
+    assert "pip install -e ." in section
+
+
+def test_porting_lists_partial_confirmation_among_the_differences() -> None:
+    page = (DOCS / "porting.md").read_text(encoding="utf-8")
+    differences = page.split("## Deliberate differences", 1)[1]
+    entry = re.search(r"^- Partial confirmation.*?(?=^- |^\*\*|\Z)", differences,
+                      re.MULTILINE | re.DOTALL)
+    assert entry, "docs/porting.md: no difference entry for partial confirmation"
+    assert "ResumeError" in entry.group(0)
+    hitl = (DOCS / "hitl.md").read_text(encoding="utf-8")
+    assert "must answer every waiting call" in hitl

@@ -130,12 +130,27 @@ def test_dynamic_system_prompt(runs: dict[str, Run]) -> None:
 
 def test_model_fallback(runs: dict[str, Run]) -> None:
     run = ok(runs, "model_fallback")
+    switched = "  primary failed: ModelServerError: 503 Service Unavailable; switching to fallback"
+    answer = "; answer: Answer from the backup model."
     assert run.lines == [
-        "middleware: Answer from the backup model.",
-        "failover from primary: 503 Service Unavailable",
+        "fail over at once: 1 scripted failure(s), max_retries(1)",
+        switched,
+        "  attempts on the primary: 1" + answer,
+        "retry, then fail over: 3 scripted failure(s), max_retries(3)",
+        switched,
+        "  attempts on the primary: 3" + answer,
+        # The built-in retries below on_model_call used up the script: the middleware
+        # sees that, not the 503.
+        "the real error hidden: 1 scripted failure(s), max_retries(3)",
+        "  primary failed: ScriptExhaustedError: ScriptedModel 'primary' has no response "
+        "for call #2: the script has 1 response(s); switching to fallback",
+        "  attempts on the primary: 2" + answer,
+        "failover from primary: ModelServerError: 503 Service Unavailable",
         "builder: Answer from the backup model.",
     ]
-    assert "Primary model failed: 503 Service Unavailable, switching to fallback" in run.stderr
+    # The agent logs the failover, but an application without logging set up sees
+    # nothing on stderr.
+    assert run.stderr == ""
 
 
 def test_final_answer_filter(runs: dict[str, Run]) -> None:
@@ -178,10 +193,42 @@ def test_tracing_otel(runs: dict[str, Run]) -> None:
         "invoke_agent assistant",
         "    chat gpt-4o-mini",
         "    execute_tool get_weather (+1 more)",
+        "        execute_tool get_weather",
+        "        execute_tool get_time",
         "    chat gpt-4o-mini",
     ]
     assert "conversation.id=demo-1" in lines[1]
     assert "response.finish_reasons=('tool_calls',)" in lines[2]
+    assert lines[3].endswith("tool.call.id=w1,t1")
+    assert lines[4].endswith("tool.call.id=w1")
+
+
+# Runs a script with the OpenTelemetry SDK made unimportable (as if not installed).
+_WITHOUT_SDK = """
+import runpy, sys
+
+class BlockSdk:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "opentelemetry.sdk" or name.startswith("opentelemetry.sdk."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, BlockSdk)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_tracing_otel_without_the_sdk_says_what_to_install() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_SDK, str(EXAMPLES / "tracing_otel.py")],
+        capture_output=True, text=True, timeout=60, check=False, cwd=ROOT,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "pip install -e '.[otel]'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
 
 
 # -- docs include example code through snippet sections that exist -----------------------

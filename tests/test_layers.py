@@ -63,10 +63,11 @@ def _imports(name: str, path: Path) -> set[str]:
             named = [f"{prefix}.{a.name}" for a in node.names]
             targets = [t for t in named if t in MODULES] or [prefix]
         for target in targets:
-            while target and target not in MODULES:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
+            known = target
+            while known and known not in MODULES:
+                known = known.rpartition(".")[0]
+            if known and known != name:
+                found.add(known)
     return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,3 +29,13 @@ def test_readme_starts_with_the_demo_and_test_commands() -> None:
     assert "nox -s tests" in first_block[1]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "nox -s tests" in ci
+
+
+def test_readme_says_how_to_install_and_lists_every_extra() -> None:
+    section = README.split("## Install", 1)[1].split("\n## ", 1)[0]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"]["optional-dependencies"]
+    listed = set(re.findall(r"^\| `([\w-]+)` \|", section, re.MULTILINE))
+    assert listed == set(extras)
+    assert re.search(r"^pip install -e \.\s", section, re.MULTILINE)
+    assert "pip install -e '.[cli,otel]'" in section

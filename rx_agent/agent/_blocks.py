@@ -186,20 +186,19 @@ class MessageAccumulator:
     (a retry) leaves the message of the last call.
     """
 
-    __slots__ = ("_blocks", "_by_key", "started", "usage")
+    __slots__ = ("_blocks", "_by_key", "usage")
 
     def __init__(self) -> None:
         self._blocks: list[_Part] = []
         self._by_key: dict[str, _Part] = {}
         self.usage: ChatUsage | None = None
-        self.started = False
 
     def reset(self) -> None:
         self._blocks = []
         self._by_key = {}
         self.usage = None
 
-    def _part(self, kind: str, key: str, extra: Any = None) -> _Part:
+    def part(self, kind: str, key: str, extra: Any = None) -> _Part:
         part = self._by_key.get(key)
         if part is None:
             part = _Part(kind, key, extra)
@@ -208,28 +207,9 @@ class MessageAccumulator:
         return part
 
     def feed(self, event: AgentEvent) -> None:
-        kind = type(event)
-        if kind is TextBlockDeltaEvent:
-            self._part("text", "t:" + event.block_id).parts.append(event.delta)  # type: ignore[attr-defined]
-        elif kind is ThinkingBlockDeltaEvent:
-            self._part("thinking", "k:" + event.block_id).parts.append(event.delta)  # type: ignore[attr-defined]
-        elif kind is ToolCallStartEvent:
-            self._part("tool", "c:" + event.tool_call_id, event.tool_call_name)  # type: ignore[attr-defined]
-        elif kind is ToolCallDeltaEvent:
-            self._part("tool", "c:" + event.tool_call_id, event.tool_call_name).parts.append(  # type: ignore[attr-defined]
-                event.delta  # type: ignore[attr-defined]
-            )
-        elif kind is ModelCallStartEvent:
-            self.reset()
-            self.started = True
-        elif kind is ModelCallEndEvent:
-            self.usage = event.usage  # type: ignore[attr-defined]
-        elif kind is DataBlockStartEvent:
-            self._part("data", "d:" + event.block_id, event.media_type)  # type: ignore[attr-defined]
-        elif kind is DataBlockDeltaEvent:
-            self._part("data", "d:" + event.block_id).parts.append(event.delta)  # type: ignore[attr-defined]
-        elif isinstance(event, (TextBlockStartEvent, ToolCallEndEvent)):
-            return
+        handler = _FEED.get(type(event))
+        if handler is not None:
+            handler(self, event)
 
     @property
     def empty(self) -> bool:
@@ -249,6 +229,52 @@ class MessageAccumulator:
             else:
                 content.append(_tool_use(part.key[2:], part.extra or "", text))
         return Msg.make(Role.ASSISTANT, content, name, usage=self.usage)
+
+
+# One typed handler per event class the message is built from (exact-type dispatch);
+# other events do not change the message.
+def _text_delta(acc: MessageAccumulator, e: TextBlockDeltaEvent) -> None:
+    acc.part("text", "t:" + e.block_id).parts.append(e.delta)
+
+
+def _thinking_delta(acc: MessageAccumulator, e: ThinkingBlockDeltaEvent) -> None:
+    acc.part("thinking", "k:" + e.block_id).parts.append(e.delta)
+
+
+def _tool_start(acc: MessageAccumulator, e: ToolCallStartEvent) -> None:
+    acc.part("tool", "c:" + e.tool_call_id, e.tool_call_name)
+
+
+def _tool_delta(acc: MessageAccumulator, e: ToolCallDeltaEvent) -> None:
+    acc.part("tool", "c:" + e.tool_call_id, e.tool_call_name).parts.append(e.delta)
+
+
+def _call_start(acc: MessageAccumulator, e: ModelCallStartEvent) -> None:
+    acc.reset()
+
+
+def _call_end(acc: MessageAccumulator, e: ModelCallEndEvent) -> None:
+    acc.usage = e.usage
+
+
+def _data_start(acc: MessageAccumulator, e: DataBlockStartEvent) -> None:
+    acc.part("data", "d:" + e.block_id, e.media_type)
+
+
+def _data_delta(acc: MessageAccumulator, e: DataBlockDeltaEvent) -> None:
+    acc.part("data", "d:" + e.block_id).parts.append(e.delta)
+
+
+_FEED: dict[type[AgentEvent], Callable[[MessageAccumulator, Any], None]] = {
+    TextBlockDeltaEvent: _text_delta,
+    ThinkingBlockDeltaEvent: _thinking_delta,
+    ToolCallStartEvent: _tool_start,
+    ToolCallDeltaEvent: _tool_delta,
+    ModelCallStartEvent: _call_start,
+    ModelCallEndEvent: _call_end,
+    DataBlockStartEvent: _data_start,
+    DataBlockDeltaEvent: _data_delta,
+}
 
 
 def _tool_use(call_id: str, name: str, arguments: str) -> ToolUseBlock:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from ..context import RuntimeContext
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
-from ..message import Msg, Role, TextBlock
+from ..message import ContentBlock, Msg, Role, TextBlock
 from ..middleware.base import MiddlewareBase
 from ..middleware.inputs import AgentInput
 from ..model.base import ChatModel
@@ -53,7 +53,9 @@ def normalize(msgs: AgentInputLike) -> AgentInput:
     if msgs is None:
         return AgentInput(())
     if isinstance(msgs, str):
-        content = [TextBlock._fast({"type": "text", "text": msgs})] if msgs else []
+        content: list[ContentBlock] = (
+            [TextBlock._fast({"type": "text", "text": msgs})] if msgs else []
+        )
         return AgentInput((Msg.make(Role.USER, content),))
     if isinstance(msgs, Msg):
         return AgentInput((msgs,))

@@ -69,7 +69,9 @@ def make_console(no_color: bool) -> Console:
         from rich.console import Console
     except ImportError:
         raise CLIError(
-            "this command needs rich: pip install 'rx-agent[cli]'", EXIT_FAILURE
+            "this command needs rich: pip install -e '.[cli]' (from a checkout) or "
+            "pip install rich",
+            EXIT_FAILURE,
         ) from None
 
     class _Console(Console):

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from .._version import __version__
 from ..context import RuntimeContext
 from ..event import AgentEvent
-from ..middleware.base import ExtensionPoint
 from ..middleware._plan import ExecutionPlan
+from ..middleware.base import ExtensionPoint
 from ._base import (
     DEFAULT_OPENAI_MODEL,
     EXIT_FAILURE,
@@ -239,7 +239,7 @@ def _chat_model(args: argparse.Namespace) -> tuple[ChatModel, str]:
         from ..model.openai import OpenAIChatModel
     except ImportError as exc:
         raise CLIError(
-            f"the chat command needs httpx ({one_line(exc)}): pip install 'rx-agent[cli]'",
+            f"the chat command needs httpx ({one_line(exc)}): pip install httpx",
             EXIT_FAILURE,
         ) from exc
     try:

@@ -15,17 +15,17 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from typing import Any, Literal, get_type_hints, overload
+from typing import Annotated, Any, get_args, get_origin, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from ..context import RuntimeContext
-from ..event import PermissionRule
+from ..permissions import Permission, PermissionLike, PermissionRule
 
 __all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
 
-Permission = Literal["allow", "ask", "deny"]
+
 _PERMISSIONS = ("allow", "ask", "deny")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -59,6 +59,27 @@ def _split_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return summary, params
 
 
+def _reserved(name: str) -> bool:
+    """A name pydantic would not keep as a plain field: private (``_x``), its own
+    namespace (``model_config``, ``model_x``) or a ``BaseModel`` attribute (``json``)."""
+    return name.startswith(("_", "model_")) or hasattr(BaseModel, name)
+
+
+def _has_alias(annotation: Any, info: Any) -> bool:
+    """Whether the user gave the field an alias (then it is the name the model sees)."""
+    if isinstance(info, FieldInfo) and info.alias is not None:
+        return True
+    return get_origin(annotation) is Annotated and any(
+        isinstance(m, FieldInfo) and m.alias is not None for m in get_args(annotation)[1:]
+    )
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return f"{annotation.__module__}.{annotation.__qualname__}".removeprefix("builtins.")
+    return repr(annotation)
+
+
 def _strip_titles(schema: Any) -> Any:
     if isinstance(schema, dict):
         return {
@@ -80,7 +101,7 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-        permission: Permission = "allow",
+        permission: PermissionLike = "allow",
         external: bool = False,
         concurrency_safe: bool = False,
         rules: Sequence[PermissionRule] = (),
@@ -95,7 +116,7 @@ class Tool:
             )
         if permission not in _PERMISSIONS:
             raise ValueError(f"permission must be one of {_PERMISSIONS}, got {permission!r}")
-        self.permission: Permission = permission
+        self.permission = Permission(permission)
         self.external = external
         self.concurrency_safe = concurrency_safe
         self.rules: tuple[PermissionRule, ...] = tuple(rules)
@@ -104,48 +125,98 @@ class Tool:
                 raise TypeError(f"tool rules must be PermissionRule, got {type(rule).__name__}")
         summary, param_docs = _split_docstring(inspect.getdoc(fn))
         self.description = description if description is not None else summary
-        self._args_model, self.context_params = self._build_model(fn, param_docs)
-        self.parameters: dict[str, Any] = _strip_titles(self._args_model.model_json_schema())
-        self.parameters.setdefault("properties", {})
+        self._build_model(fn, param_docs)
         self.is_async_gen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or (
             not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__)
         )
         functools.update_wrapper(self, fn)
 
-    def _build_model(
-        self, fn: Callable[..., Any], docs: dict[str, str]
-    ) -> tuple[type[BaseModel], tuple[str, ...]]:
+    def _build_model(self, fn: Callable[..., Any], docs: dict[str, str]) -> None:
+        """Set the arguments model, the JSON schema and how arguments reach ``fn``.
+
+        Every parameter the model fills is a field. Names pydantic would drop or
+        misread (``_x``, ``model_config``, ``json``...) get an internal field name and
+        keep their own name as the alias, which is what the schema and validation use.
+        """
         sig = inspect.signature(fn)
         try:
             hints = get_type_hints(fn, include_extras=True)
         except Exception as exc:  # unresolved forward refs: say which tool
             raise TypeError(f"cannot read the type hints of tool {self.name!r}: {exc}") from exc
         fields: dict[str, Any] = {}
+        names: list[tuple[str, str]] = []  # (field name, parameter name)
         ctx_params: list[str] = []
-        for pname, param in sig.parameters.items():
+        positional: list[str] = []
+        for index, (pname, param) in enumerate(sig.parameters.items()):
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 continue
+            if param.kind is param.POSITIONAL_ONLY:
+                positional.append(pname)
             annotation = hints.get(pname, Any)
             if annotation is RuntimeContext or annotation == RuntimeContext | None:
                 ctx_params.append(pname)
                 continue
             default = ... if param.default is param.empty else param.default
+            info: Any
             if isinstance(default, FieldInfo):
                 if default.description is None and pname in docs:
                     default.description = docs[pname]
-                fields[pname] = (annotation, default)
+                info = default
             elif pname in docs:
-                fields[pname] = (annotation, FieldInfo(default=default, description=docs[pname]))
+                info = Field(default, description=docs[pname])
             else:
                 # Plain default: an Annotated[..., Field(...)] keeps its own metadata.
-                fields[pname] = (annotation, default)
-        model = create_model(
-            f"{self.name}_arguments",
-            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
-            **fields,
-        )
-        return model, tuple(ctx_params)
+                info = default
+            field = pname
+            if _reserved(pname):
+                field = f"arg_{index}"
+                while field in sig.parameters:
+                    field += "_"
+                if not _has_alias(annotation, info):
+                    alias = Field(alias=pname)
+                    info = (FieldInfo.merge_field_infos(info, alias)
+                            if isinstance(info, FieldInfo) else Field(info, alias=pname))
+            fields[field] = (annotation, info)
+            names.append((field, pname))
+        try:
+            model = create_model(
+                f"{self.name}_arguments",
+                __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+                **fields,
+            )
+            schema = model.model_json_schema()
+        except Exception as exc:
+            raise self._schema_error(fields, dict(names), exc) from exc
+        self._args_model = model
+        self._fields: tuple[tuple[str, str], ...] = tuple(names)
+        self.context_params: tuple[str, ...] = tuple(ctx_params)
+        # Positional-only parameters are passed by position, in signature order.
+        self._positional: tuple[str, ...] = tuple(positional)
+        self.parameters: dict[str, Any] = _strip_titles(schema)
+        self.parameters.setdefault("properties", {})
+
+    def _schema_error(
+        self, fields: dict[str, Any], names: dict[str, str], error: Exception
+    ) -> TypeError:
+        """Name the parameter whose type hint has no JSON schema (found by trying each
+        field alone; only on this error path)."""
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        for field, spec in fields.items():
+            try:
+                create_model(
+                    "probe",
+                    __config__=ConfigDict(arbitrary_types_allowed=True),
+                    **{field: spec},
+                ).model_json_schema()
+            except Exception as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                return TypeError(
+                    f"tool {self.name!r}: parameter {names[field]!r} has a type hint with no "
+                    f"JSON schema ({_type_name(spec[0])}): {reason}. Use a JSON-compatible "
+                    "type (str, int, float, bool, list, dict, a pydantic model...)"
+                )
+        return TypeError(f"cannot build the JSON schema of tool {self.name!r}: {reason}")
 
     # -- descriptor: ``@tool`` on a method binds like a method ----------------------
 
@@ -182,7 +253,7 @@ class Tool:
             raise ToolArgumentError(
                 f"invalid arguments for tool {self.name!r}: {problems}"
             ) from None
-        return {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        return {pname: getattr(parsed, field) for field, pname in self._fields}
 
     def invoke(
         self,
@@ -199,17 +270,19 @@ class Tool:
         call_kwargs = dict(kwargs)
         for pname in self.context_params:
             call_kwargs[pname] = ctx
-        if self.is_async_gen:
-            return self.fn(**call_kwargs)
-        if self.is_async:
-            return self.fn(**call_kwargs)
+        args: tuple[Any, ...] = ()
+        if self._positional:
+            # Absent names are skipped: a bound method's ``self`` is not passed.
+            args = tuple(call_kwargs.pop(p) for p in self._positional if p in call_kwargs)
+        if self.is_async_gen or self.is_async:
+            return self.fn(*args, **call_kwargs)
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
-        runner = functools.partial(context.run, self._run_sync, call_kwargs)
+        runner = functools.partial(context.run, self._run_sync, args, call_kwargs)
         return loop.run_in_executor(executor, runner)
 
-    def _run_sync(self, call_kwargs: dict[str, Any]) -> Any:
-        result = self.fn(**call_kwargs)
+    def _run_sync(self, args: tuple[Any, ...], call_kwargs: dict[str, Any]) -> Any:
+        result = self.fn(*args, **call_kwargs)
         if inspect.isgenerator(result):
             return list(result)  # a sync generator: drained off-loop
         if inspect.isawaitable(result):
@@ -248,7 +321,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    permission: Permission = "allow",
+    permission: PermissionLike = "allow",
     external: bool = False,
     concurrency_safe: bool = False,
     rules: Sequence[PermissionRule] = (),
@@ -259,7 +332,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    permission: Permission = "allow",
+    permission: PermissionLike = "allow",
     external: bool = False,
     concurrency_safe: bool = False,
     rules: Sequence[PermissionRule] = (),
@@ -299,7 +372,7 @@ class Toolkit:
     def register_tool(
         self,
         fn: Callable[..., Any] | object,
-        permission: Permission | None = None,
+        permission: PermissionLike | None = None,
         external: bool | None = None,
         *,
         name: str | None = None,

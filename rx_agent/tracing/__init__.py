@@ -1,7 +1,8 @@
 """OpenTelemetry tracing for agents: :class:`OtelTracingMiddleware`.
 
 Only the OpenTelemetry API is needed to import this module; install the SDK and an
-exporter (``pip install 'rx-agent[otel]'``) to record and ship spans.
+exporter (the ``otel`` extra: ``pip install -e '.[otel]'`` from a checkout) to record
+and ship spans.
 """
 
 from . import _attributes as attributes

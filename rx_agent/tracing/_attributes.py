@@ -46,6 +46,7 @@ __all__ = [
     "RX_AGENT_RUN_ID",
     "RX_AGENT_TOOL_CALL_IDS",
     "RX_AGENT_TOOL_NAMES",
+    "RX_AGENT_TOOL_STATE",
     "RX_AGENT_TOOL_STATES",
     "USER_ID",
 ]
@@ -98,4 +99,5 @@ RX_AGENT_GENERATE_REASON: Final = "rx_agent.generate_reason"
 RX_AGENT_REQUEST_TOOL_CHOICE: Final = "rx_agent.request.tool_choice"
 RX_AGENT_TOOL_NAMES: Final = "rx_agent.tool.names"
 RX_AGENT_TOOL_CALL_IDS: Final = "rx_agent.tool.call.ids"
+RX_AGENT_TOOL_STATE: Final = "rx_agent.tool.state"
 RX_AGENT_TOOL_STATES: Final = "rx_agent.tool.states"

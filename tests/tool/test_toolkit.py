@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 import pytest
@@ -182,3 +184,95 @@ async def test_async_generator_tools_stream() -> None:
     assert t is not None and t.is_async_gen
     out = [chunk async for chunk in t.invoke({"n": 3}, None)]
     assert out == ["0", "1", "2"]
+
+
+# -- no parameter is silently dropped; odd signatures are callable or refused -------
+
+
+async def test_names_pydantic_reserves_are_kept_as_parameters() -> None:
+    def configure(_token: str, model_config: str, json: int = 2, model_name: str = "m") -> str:
+        """Configure.
+
+        Args:
+            _token: A private-looking name.
+            model_config: A name pydantic keeps for itself.
+        """
+        return f"{_token}|{model_config}|{json}|{model_name}"
+
+    t = Toolkit([configure]).get("configure")
+    assert t is not None
+    params = t.parameters
+    assert list(params["properties"]) == ["_token", "model_config", "json", "model_name"]
+    assert params["required"] == ["_token", "model_config"]
+    assert params["properties"]["_token"]["description"] == "A private-looking name."
+    assert params["properties"]["json"]["default"] == 2
+    kwargs = t.validate({"_token": "t", "model_config": "cfg", "json": 3})
+    assert kwargs == {"_token": "t", "model_config": "cfg", "json": 3, "model_name": "m"}
+    assert await t.invoke(kwargs, None) == "t|cfg|3|m"
+    # Errors and unknown keys use the parameter's own name, never the internal one.
+    with pytest.raises(ToolArgumentError) as info:
+        t.validate({"model_config": "cfg", "arg_0": "t"})
+    assert "_token: Field required" in str(info.value)
+    assert "arg_0: Extra inputs are not permitted" in str(info.value)
+
+
+def test_a_users_alias_on_a_reserved_name_wins() -> None:
+    def aliased(_private: Annotated[int, Field(alias="count")] = 1) -> int:
+        """Aliased."""
+        return _private
+
+    t = tool(aliased)
+    assert list(t.parameters["properties"]) == ["count"]
+    assert t.validate({"count": 4}) == {"_private": 4}
+
+
+async def test_positional_only_parameters_are_passed_by_position() -> None:
+    def scale(value: int, factor: int = 2, /, *, offset: int = 0) -> int:
+        """Scale a value."""
+        return value * factor + offset
+
+    async def negate(value: int, /) -> int:
+        """Negate."""
+        return -value
+
+    def tagged(ctx: RuntimeContext, label: str, /) -> str:
+        """A context parameter that is positional-only too."""
+        return f"{ctx.user_id}:{label}"
+
+    tk = Toolkit([scale, negate, tagged])
+    s, n, g = tk.get("scale"), tk.get("negate"), tk.get("tagged")
+    assert s is not None and n is not None and g is not None
+    assert s.parameters["required"] == ["value"]
+    assert await s.invoke(s.validate({"value": 3, "offset": 1}), None) == 7
+    assert await n.invoke(n.validate({"value": 3}), None) == -3
+    assert await g.invoke(g.validate({"label": "x"}), RuntimeContext(user_id="u")) == "u:x"
+
+
+async def test_a_positional_only_tool_method_is_callable_bound() -> None:
+    class Box:
+        @tool
+        def put(self, item: str, /) -> str:
+            """Put an item in the box."""
+            return f"boxed {item}"
+
+    tk = Toolkit()
+    tk.register_tool(Box())
+    put = tk.get("put")
+    assert put is not None and list(put.parameters["properties"]) == ["item"]
+    assert await put.invoke(put.validate({"item": "a"}), None) == "boxed a"
+
+
+def test_a_type_hint_without_json_schema_is_refused_naming_the_parameter() -> None:
+    def connect(host: str, sock: socket.socket) -> str:
+        """Connect."""
+        return host
+
+    def apply(values: list[int], fn: Callable[[int], int]) -> list[int]:
+        """Apply."""
+        return values
+
+    with pytest.raises(TypeError, match=r"tool 'connect': parameter 'sock' has a type hint "
+                                        r"with no JSON schema \(socket\.socket\)"):
+        Toolkit([connect])
+    with pytest.raises(TypeError, match=r"tool 'apply': parameter 'fn' has a type hint"):
+        tool(apply)

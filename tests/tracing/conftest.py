@@ -69,6 +69,32 @@ class Recorder:
             if s.parent is not None and s.parent.span_id == parent.context.span_id
         ]
 
+    def parent(self, span: ReadableSpan) -> ReadableSpan | None:
+        if span.parent is None:
+            return None
+        for s in self.spans:
+            if s.context is not None and s.context.span_id == span.parent.span_id:
+                return s
+        return None
+
+    def batches(self) -> list[ReadableSpan]:
+        """The ``execute_tool`` spans of whole batches (children of an agent span)."""
+        return [s for s in self.named("execute_tool")
+                if (p := self.parent(s)) is not None and p.name.startswith("invoke_agent")]
+
+    def batch(self) -> ReadableSpan:
+        found = self.batches()
+        assert len(found) == 1, f"expected one batch span, got {[s.name for s in self.spans]}"
+        return found[0]
+
+    def tool_calls(self, batch: ReadableSpan | None = None) -> list[ReadableSpan]:
+        """The ``execute_tool`` spans of single calls (children of a batch span), in
+        start order."""
+        batch_ids = {b.context.span_id for b in ([batch] if batch else self.batches())}
+        found = [s for s in self.named("execute_tool")
+                 if s.parent is not None and s.parent.span_id in batch_ids]
+        return sorted(found, key=lambda s: s.start_time or 0)
+
     def tree(self) -> list[tuple[str, str | None]]:
         """(name, parent name) for every span, in end order."""
         by_id = {s.context.span_id: s.name for s in self.spans if s.context is not None}

@@ -23,6 +23,8 @@ from rx_agent import (
     ScriptedModel,
     TextBlockDeltaEvent,
     Toolkit,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
     ToolUseBlock,
     tool,
 )
@@ -85,9 +87,11 @@ async def test_a_failing_acting_chain_fails_the_tool_span(recorder: Recorder) ->
     with pytest.raises(ValueError, match="acting exploded"):
         await asyncio.wait_for(agent.acall("hi"), 5)
 
-    tool_span = recorder.one("execute_tool slow")
+    tool_span = recorder.batch()
+    assert tool_span.name == "execute_tool slow"
     assert tool_span.status.status_code is StatusCode.ERROR
     assert tool_span.status.description == "acting exploded"
+    assert recorder.tool_calls() == []  # no call started
     assert recorder.one("chat").status.status_code is StatusCode.OK
     assert recorder.one("invoke_agent").status.status_code is StatusCode.ERROR
     recorder.counter.assert_each_ended_once()
@@ -133,13 +137,87 @@ async def test_disposing_during_a_tool_cancels_the_tool_span(recorder: Recorder)
             break
         await asyncio.sleep(0.005)
     subscription.dispose()
-    await wait_for_spans(recorder, 3)
+    await wait_for_spans(recorder, 4)
 
-    tool_span = recorder.one("execute_tool")
+    tool_span = recorder.batch()
     assert tool_span.status.status_code is StatusCode.ERROR
     assert tool_span.status.description == "cancelled"
+    (call,) = recorder.tool_calls(tool_span)
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.status.description == "cancelled"
+    assert attrs(call)["error.type"] == "cancelled"
+    assert call.end_time <= tool_span.end_time
     assert recorder.one("chat").status.status_code is StatusCode.OK
     assert recorder.one("invoke_agent").status.description == "cancelled"
+    recorder.counter.assert_each_ended_once()
+
+
+async def test_a_batch_that_fails_mid_call_closes_the_open_call_spans(
+    recorder: Recorder,
+) -> None:
+    class LoseTheEnd(MiddlewareBase):
+        """Inside the tracing middleware: turns a call's end event into an error."""
+
+        def active_points(self) -> set[ExtensionPoint]:
+            return {ExtensionPoint.ON_ACTING}
+
+        def order(self) -> int:
+            return 0
+
+        def on_acting(self, agent: Any, ctx: Any, input: ActingInput, next: Any) -> Any:
+            def check(event: AgentEvent) -> Observable[AgentEvent]:
+                if isinstance(event, ToolResultEndEvent):
+                    return reactivex.throw(ValueError("lost the result"))
+                return reactivex.of(event)
+
+            return next(input).pipe(ops.concat_map(check))
+
+    model = ScriptedModel([[ToolUseBlock("c1", "slow", {"seconds": 0})]])
+    agent = make_agent(model, OtelTracingMiddleware(recorder.provider), LoseTheEnd())
+
+    with pytest.raises(ValueError, match="lost the result"):
+        await asyncio.wait_for(agent.acall("hi"), 5)
+
+    batch = recorder.batch()
+    assert batch.status.status_code is StatusCode.ERROR
+    assert batch.status.description == "lost the result"
+    (call,) = recorder.tool_calls(batch)
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.status.description == "cancelled"
+    assert call.end_time <= batch.end_time
+    recorder.counter.assert_each_ended_once()
+
+
+async def test_interrupting_a_tool_ends_its_call_span(recorder: Recorder) -> None:
+    model = ScriptedModel([[ToolUseBlock("c1", "slow", {"seconds": 5})]])
+    agent = make_agent(model, OtelTracingMiddleware(recorder.provider))
+    ctx = RuntimeContext(session_id="s-int-tool")
+    started = asyncio.Event()
+
+    def on_next(event: AgentEvent) -> None:
+        if isinstance(event, ToolResultStartEvent):
+            started.set()
+
+    done = asyncio.get_running_loop().create_future()
+    agent.stream("hi", ctx).subscribe(
+        on_next, done.set_exception, lambda: done.set_result(None))
+    await asyncio.wait_for(started.wait(), 5)
+    assert agent.interrupt(ctx)
+    await asyncio.wait_for(done, 5)
+
+    root = recorder.one("invoke_agent")
+    assert attrs(root)["rx_agent.generate_reason"] == "INTERRUPTED"
+    batch = recorder.batch()
+    (call,) = recorder.tool_calls(batch)
+    assert call.end_time <= batch.end_time
+    # The interrupt cuts the step (the call span is cancelled) or lets the batch
+    # deliver an INTERRUPTED result (noted on the span); either way it ends once.
+    state = attrs(call).get("rx_agent.tool.state")
+    if state is None:
+        assert call.status.status_code is StatusCode.ERROR
+        assert call.status.description == "cancelled"
+    else:
+        assert state == "INTERRUPTED"
     recorder.counter.assert_each_ended_once()
 
 

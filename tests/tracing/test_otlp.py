@@ -137,22 +137,27 @@ async def test_spans_reach_an_otlp_receiver_as_one_tree(receiver: Receiver) -> N
         by_name.setdefault(span.name, []).append(span)
     assert sorted(by_name) == ["chat m-otlp", "execute_tool add", "invoke_agent calc"]
     assert len(by_name["chat m-otlp"]) == 2
+    assert len(by_name["execute_tool add"]) == 2  # the batch and its one call
 
     (root,) = by_name["invoke_agent calc"]
     assert root.parent_span_id == b""
     assert root.kind == ProtoSpan.SPAN_KIND_INTERNAL
-    children = by_name["chat m-otlp"] + by_name["execute_tool add"]
-    for child in children:
+    (batch,) = [s for s in by_name["execute_tool add"] if s.parent_span_id == root.span_id]
+    (call,) = [s for s in by_name["execute_tool add"] if s is not batch]
+    for child in [*by_name["chat m-otlp"], batch]:
         assert child.trace_id == root.trace_id
         assert child.parent_span_id == root.span_id
+    assert call.trace_id == root.trace_id
+    assert call.parent_span_id == batch.span_id
     assert {c.kind for c in by_name["chat m-otlp"]} == {ProtoSpan.SPAN_KIND_CLIENT}
     assert all(s.status.code == ProtoStatus.STATUS_CODE_OK for s in spans)
 
     assert attr(root, "gen_ai.operation.name") == "invoke_agent"
     assert attr(root, "gen_ai.conversation.id") == "s-otlp"
-    (tool_span,) = by_name["execute_tool add"]
-    assert attr(tool_span, "gen_ai.tool.name") == "add"
-    assert attr(tool_span, "gen_ai.tool.call.id") == "c1"
+    for tool_span in (batch, call):
+        assert attr(tool_span, "gen_ai.tool.name") == "add"
+        assert attr(tool_span, "gen_ai.tool.call.id") == "c1"
+    assert attr(call, "rx_agent.tool.state") == "SUCCESS"
     first_chat = min(by_name["chat m-otlp"], key=lambda s: s.start_time_unix_nano)
     assert attr(first_chat, "gen_ai.request.model") == "m-otlp"
     assert attr(first_chat, "gen_ai.usage.input_tokens") > 0

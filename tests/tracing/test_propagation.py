@@ -30,7 +30,7 @@ from rx_agent import (
 )
 from rx_agent.model.base import ModelChunk
 
-from .conftest import Recorder
+from .conftest import Recorder, attrs
 
 POOL = ThreadPoolScheduler(4)
 
@@ -104,21 +104,28 @@ def add(a: int, b: int) -> int:
 
 
 def assert_children_of_root(recorder: Recorder) -> None:
+    """Chat and batch spans are children of the agent span; call spans of a batch."""
     root = recorder.one("invoke_agent")
+    calls = {s.context.span_id for s in recorder.tool_calls()}
+    batches = {s.context.span_id for s in recorder.batches()}
     others = [s for s in recorder.spans if s is not root]
     assert others
     for span in others:
         assert span.parent is not None, f"{span.name} has no parent"
-        assert span.parent.span_id == root.context.span_id, span.name
+        expected = batches if span.context.span_id in calls else {root.context.span_id}
+        assert span.parent.span_id in expected, span.name
         assert span.context.trace_id == root.context.trace_id, span.name
 
 
 def assert_children_of_root_except(recorder: Recorder, skip: set[str]) -> None:
     root = recorder.one("invoke_agent")
+    calls = {s.context.span_id for s in recorder.tool_calls()}
+    batches = {s.context.span_id for s in recorder.batches()}
     for span in recorder.spans:
         if span is root or span.name in skip:
             continue
-        assert span.parent is not None and span.parent.span_id == root.context.span_id
+        expected = batches if span.context.span_id in calls else {root.context.span_id}
+        assert span.parent is not None and span.parent.span_id in expected, span.name
 
 
 @pytest.mark.parametrize("subscribe_on", [True, False], ids=["subscribe_on", "observe_on"])
@@ -137,8 +144,10 @@ async def test_model_and_tool_spans_stay_children_across_pool_hops(
     if subscribe_on:  # the tracing hooks' streams were subscribed off the loop thread
         assert len(hop.subscribed_on) == 3 and all(n != here for n in hop.subscribed_on)
     assert sorted(s.name for s in recorder.spans) == [
-        "chat scripted", "chat scripted", "execute_tool add", "invoke_agent helper",
+        "chat scripted", "chat scripted", "execute_tool add", "execute_tool add",
+        "invoke_agent helper",
     ]
+    assert len(recorder.tool_calls()) == 1
     assert_children_of_root(recorder)
     # The model is subscribed with its chat span current, wherever that happens.
     chats = recorder.named("chat")
@@ -164,7 +173,9 @@ async def test_agent_span_subscribed_on_a_pool_keeps_the_callers_parent(
     assert_children_of_root_except(recorder, {"http.request"})
 
 
-async def test_a_span_started_in_a_sync_tool_nests_under_execute_tool(recorder: Recorder) -> None:
+async def test_a_span_started_in_a_sync_tool_nests_under_its_call_span(
+    recorder: Recorder,
+) -> None:
     tracer = recorder.provider.get_tracer("user-code")
     threads: list[str] = []
 
@@ -183,8 +194,8 @@ async def test_a_span_started_in_a_sync_tool_nests_under_execute_tool(recorder: 
 
     assert threads and threads[0] != threading.current_thread().name
     query = recorder.one("db.query")
-    tool_span = recorder.one("execute_tool lookup")
-    assert query.parent is not None and query.parent.span_id == tool_span.context.span_id
+    (call,) = recorder.tool_calls()
+    assert query.parent is not None and query.parent.span_id == call.context.span_id
     assert_children_of_root_except(recorder, {"db.query"})
 
 
@@ -230,9 +241,49 @@ async def test_an_agent_called_from_a_tool_nests_under_that_tool(recorder: Recor
     assert sorted(recorder.tree()) == sorted([
         ("chat scripted", "invoke_agent lead"),
         ("chat scripted", "invoke_agent expert"),
-        ("invoke_agent expert", "execute_tool ask_expert"),
-        ("execute_tool ask_expert", "invoke_agent lead"),
+        ("invoke_agent expert", "execute_tool ask_expert"),  # the call's span
+        ("execute_tool ask_expert", "execute_tool ask_expert"),  # call under batch
+        ("execute_tool ask_expert", "invoke_agent lead"),  # the batch
         ("chat scripted", "invoke_agent lead"),
         ("invoke_agent lead", None),
     ])
     assert len({s.context.trace_id for s in recorder.spans}) == 1
+    (call,) = [s for s in recorder.named("execute_tool") if s.parent
+               and s.parent.span_id != recorder.one("invoke_agent lead").context.span_id]
+    expert = recorder.one("invoke_agent expert")
+    assert expert.parent is not None and expert.parent.span_id == call.context.span_id
+
+
+async def test_spans_a_tool_starts_nest_under_that_call_in_a_batch(recorder: Recorder) -> None:
+    tracer = recorder.provider.get_tracer("user-code")
+
+    @tool(concurrency_safe=True)
+    async def fetch(key: str) -> str:
+        """Fetch a key (concurrently with the batch's other calls)."""
+        await asyncio.sleep(0.01)
+        with tracer.start_as_current_span(f"work {key}"):
+            await asyncio.sleep(0.01)
+        return key
+
+    @tool
+    def store(key: str) -> str:
+        """Store a key (a sync tool, so the batch runs in sequence)."""
+        with tracer.start_as_current_span(f"work {key}"):
+            return key
+
+    concurrent = [ToolUseBlock(k, "fetch", {"key": k}) for k in "ab"]
+    sequential = [ToolUseBlock(k, "store", {"key": k}) for k in "cd"]
+    model = ScriptedModel([concurrent, sequential, "done"])
+    agent = ReActAgent(name="helper", model=model, toolkit=Toolkit([fetch, store]),
+                       middlewares=[OtelTracingMiddleware(recorder.provider)])
+
+    await asyncio.wait_for(agent.acall("hi"), 5)
+
+    calls = {attrs(s)["gen_ai.tool.call.id"]: s for s in recorder.tool_calls()}
+    assert sorted(calls) == ["a", "b", "c", "d"]
+    for key, call in calls.items():
+        work = recorder.one(f"work {key}")
+        assert work.parent is not None and work.parent.span_id == call.context.span_id, key
+    # Attaching a call's span never leaks: the next chat span is still the agent's child.
+    assert_children_of_root_except(recorder, {f"work {k}" for k in "abcd"})
+    assert trace.get_current_span() is trace.INVALID_SPAN

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -14,12 +15,16 @@ from rx_agent import (
     ChatModel,
     ExtensionPoint,
     GenerateOptions,
+    MiddlewareBase,
+    ModelCallInput,
     Msg,
     OtelTracingMiddleware,
     ReActAgent,
     RuntimeContext,
     ScriptedModel,
     Toolkit,
+    ToolResultBlock,
+    ToolResultState,
     ToolUseBlock,
     tool,
 )
@@ -65,7 +70,8 @@ async def test_one_reply_builds_the_span_tree(recorder: Recorder) -> None:
 
     assert sorted(recorder.tree()) == sorted([
         ("chat m-1", "invoke_agent helper"),
-        ("execute_tool add", "invoke_agent helper"),
+        ("execute_tool add", "invoke_agent helper"),  # the batch
+        ("execute_tool add", "execute_tool add"),  # its one call
         ("chat m-1", "invoke_agent helper"),
         ("invoke_agent helper", None),
     ])
@@ -76,6 +82,9 @@ async def test_one_reply_builds_the_span_tree(recorder: Recorder) -> None:
     # Children start and end inside the agent span.
     for child in recorder.children(root):
         assert root.start_time <= child.start_time <= child.end_time <= root.end_time
+    batch = recorder.batch()
+    (call,) = recorder.tool_calls(batch)
+    assert batch.start_time <= call.start_time <= call.end_time <= batch.end_time
 
 
 async def test_agent_span_attributes(recorder: Recorder) -> None:
@@ -182,61 +191,159 @@ async def test_tool_span_attributes(recorder: Recorder) -> None:
 
     await run(agent, "1+2?", RuntimeContext(session_id="s-3"))
 
-    span = recorder.one("execute_tool")
-    assert span.name == "execute_tool add"
-    assert span.kind is SpanKind.INTERNAL
-    a = attrs(span)
-    assert a["gen_ai.operation.name"] == "execute_tool"
-    assert a["gen_ai.tool.name"] == "add"
-    assert a["gen_ai.tool.call.id"] == "call-1"
-    assert a["gen_ai.tool.type"] == "function"
-    assert a["gen_ai.tool.description"] == "Add two integers."
-    assert a["gen_ai.conversation.id"] == "s-3"
-    assert a["rx_agent.tool.states"] == ("SUCCESS",)
-    assert "rx_agent.tool.names" not in a
+    batch = recorder.batch()
+    (call,) = recorder.tool_calls(batch)
+    for span in (batch, call):
+        assert span.name == "execute_tool add"
+        assert span.kind is SpanKind.INTERNAL
+        assert span.status.status_code is StatusCode.OK
+        a = attrs(span)
+        assert a["gen_ai.operation.name"] == "execute_tool"
+        assert a["gen_ai.agent.name"] == "helper"
+        assert a["gen_ai.tool.name"] == "add"
+        assert a["gen_ai.tool.call.id"] == "call-1"
+        assert a["gen_ai.tool.type"] == "function"
+        assert a["gen_ai.tool.description"] == "Add two integers."
+        assert a["gen_ai.conversation.id"] == "s-3"
+        assert "rx_agent.tool.names" not in a
+    assert attrs(batch)["rx_agent.tool.states"] == ("SUCCESS",)
+    assert attrs(call)["rx_agent.tool.state"] == "SUCCESS"
+    recorder.counter.assert_each_ended_once()
 
 
-async def test_a_batch_is_one_span_named_after_the_first_tool(recorder: Recorder) -> None:
-    batch = [
+async def test_a_batch_span_names_every_call_and_has_a_span_per_call(
+    recorder: Recorder,
+) -> None:
+    batch_calls = [
         ToolUseBlock("c1", "add", {"a": 1, "b": 2}),
         ToolUseBlock("c2", "shout", {"text": "x"}),
         ToolUseBlock("c3", "add", {"a": 3, "b": 4}),
     ]
-    agent = make_agent(ScriptedModel([batch, "done"]), OtelTracingMiddleware(recorder.provider))
+    agent = make_agent(ScriptedModel([batch_calls, "done"]),
+                       OtelTracingMiddleware(recorder.provider))
 
     await run(agent)
 
-    span = recorder.one("execute_tool")
-    assert span.name == "execute_tool add (+2 more)"
-    a = attrs(span)
-    assert a["gen_ai.tool.name"] == "add"
-    assert a["gen_ai.tool.call.id"] == "c1"
+    batch = recorder.batch()
+    assert batch.name == "execute_tool add (+2 more)"
+    a = attrs(batch)
+    # The conventions type these as strings: every call, comma-joined.
+    assert a["gen_ai.tool.name"] == "add,shout,add"
+    assert a["gen_ai.tool.call.id"] == "c1,c2,c3"
+    assert "gen_ai.tool.description" not in a  # of which call?
     assert a["rx_agent.tool.names"] == ("add", "shout", "add")
     assert a["rx_agent.tool.call.ids"] == ("c1", "c2", "c3")
     assert a["rx_agent.tool.states"] == ("SUCCESS", "SUCCESS", "SUCCESS")
 
+    calls = recorder.tool_calls(batch)
+    assert [(s.name, attrs(s)["gen_ai.tool.call.id"]) for s in calls] == [
+        ("execute_tool add", "c1"), ("execute_tool shout", "c2"), ("execute_tool add", "c3"),
+    ]
+    for call in calls:
+        assert call.parent is not None and call.parent.span_id == batch.context.span_id
+        assert batch.start_time <= call.start_time <= call.end_time <= batch.end_time
+        assert attrs(call)["gen_ai.tool.name"] in ("add", "shout")
+        assert attrs(call)["gen_ai.tool.description"] in ("Add two integers.",
+                                                          "Upper-case a text.")
+        assert attrs(call)["rx_agent.tool.state"] == "SUCCESS"
+    # Sequential calls: each ends before the next starts.
+    for before, after in itertools.pairwise(calls):
+        assert before.end_time <= after.start_time
+    recorder.counter.assert_each_ended_once()
 
-async def test_a_failing_tool_is_an_event_not_a_failed_span(recorder: Recorder) -> None:
+
+async def test_a_failing_tool_fails_its_call_span_not_the_batch(recorder: Recorder) -> None:
     @tool
     def broken() -> str:
         """Always fails."""
         raise RuntimeError("disk on fire")
 
-    model = ScriptedModel([[ToolUseBlock("c1", "broken", {})], "sorry"])
+    batch_calls = [ToolUseBlock("c1", "broken", {}), ToolUseBlock("c2", "add", {"a": 1, "b": 1})]
+    model = ScriptedModel([batch_calls, "sorry"])
     agent = make_agent(model, OtelTracingMiddleware(recorder.provider),
-                       toolkit=Toolkit([broken]))
+                       toolkit=Toolkit([broken, add]))
 
     assert (await run(agent)).text == "sorry"
 
-    span = recorder.one("execute_tool broken")
-    # The loop goes on (the model reads the error), so the span's stream completed.
-    assert span.status.status_code is StatusCode.OK
-    assert attrs(span)["rx_agent.tool.states"] == ("ERROR",)
-    (event,) = span.events
-    assert event.name == "rx_agent.tool.result"
-    assert dict(event.attributes or {}) == {
-        "gen_ai.tool.name": "broken", "gen_ai.tool.call.id": "c1", "rx_agent.tool.state": "ERROR",
-    }
+    batch = recorder.batch()
+    # The loop goes on (the model reads the error), so the batch's stream completed.
+    assert batch.status.status_code is StatusCode.OK
+    assert attrs(batch)["rx_agent.tool.states"] == ("ERROR", "SUCCESS")
+    failed, fine = recorder.tool_calls(batch)
+    assert failed.name == "execute_tool broken"
+    assert failed.status.status_code is StatusCode.ERROR
+    assert attrs(failed)["error.type"] == "tool_error"
+    assert attrs(failed)["rx_agent.tool.state"] == "ERROR"
+    assert "disk on fire" not in str(failed.status.description)  # content stays out
+    assert fine.status.status_code is StatusCode.OK
+
+
+async def test_denied_calls_are_noted_on_their_spans(recorder: Recorder) -> None:
+    from rx_agent import ConfirmResult, UserConfirmResultEvent
+    from rx_agent.message import GenerateReason
+
+    @tool(permission="ask")
+    def wipe(path: str) -> str:
+        """Delete a path."""
+        return "wiped"
+
+    model = ScriptedModel([[ToolUseBlock("c1", "wipe", {"path": "/"})], "ok, I will not"])
+    agent = make_agent(model, OtelTracingMiddleware(recorder.provider), toolkit=Toolkit([wipe]))
+    ctx = RuntimeContext(session_id="s-deny")
+    paused = await run(agent, "wipe it", ctx)
+    assert paused.generate_reason is GenerateReason.PERMISSION_ASKING
+    answer = UserConfirmResultEvent(
+        reply_id=paused.metadata["reply_id"],
+        confirm_results=[ConfirmResult(paused.tool_calls[0], False, reason="no")],
+    )
+    assert (await run(agent, answer, ctx)).text == "ok, I will not"
+
+    batch = recorder.batch()
+    (call,) = recorder.tool_calls(batch)
+    assert call.name == "execute_tool wipe"
+    assert call.status.status_code is StatusCode.OK
+    assert attrs(call)["rx_agent.tool.state"] == "DENIED"
+    assert attrs(batch)["rx_agent.tool.states"] == ("DENIED",)
+
+
+async def test_an_interrupted_result_is_noted_not_an_error(recorder: Recorder) -> None:
+    @tool
+    def gave_up() -> ToolResultBlock:
+        """Stops part-way and says so."""
+        return ToolResultBlock("c1", "gave_up", "stopped early", ToolResultState.INTERRUPTED)
+
+    model = ScriptedModel([[ToolUseBlock("c1", "gave_up", {})], "fine"])
+    agent = make_agent(model, OtelTracingMiddleware(recorder.provider),
+                       toolkit=Toolkit([gave_up]))
+    await run(agent)
+    (call,) = recorder.tool_calls()
+    assert call.status.status_code is StatusCode.OK
+    assert attrs(call)["rx_agent.tool.state"] == "INTERRUPTED"
+
+
+async def test_on_model_call_accepts_options_none(recorder: Recorder) -> None:
+    class NoOptions(MiddlewareBase):
+        """Java code may pass null options; the port's records accept None too."""
+
+        def active_points(self) -> set[ExtensionPoint]:
+            return {ExtensionPoint.ON_MODEL_CALL}
+
+        def order(self) -> int:
+            return 10  # outside the tracing middleware
+
+        def on_model_call(
+            self, agent: Any, ctx: Any, input: ModelCallInput, next: Any
+        ) -> Observable[Any]:
+            return next(input.with_(options=None))  # type: ignore[arg-type]
+
+    agent = ReActAgent(name="helper", model=ScriptedModel(["ok"]),
+                       middlewares=[NoOptions(), OtelTracingMiddleware(recorder.provider)])
+
+    assert (await run(agent)).text == "ok"
+
+    chat = recorder.one("chat")
+    assert chat.status.status_code is StatusCode.OK
+    assert not any(k.startswith("gen_ai.request.t") for k in attrs(chat))
 
 
 async def test_content_is_recorded_only_when_asked(recorder: Recorder) -> None:
@@ -270,9 +377,13 @@ async def test_content_is_recorded_only_when_asked(recorder: Recorder) -> None:
         "role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "3"}],
     }
 
-    tool_span = attrs(recorder.one("execute_tool"))
-    assert json.loads(tool_span["gen_ai.tool.call.arguments"]) == {"a": 1, "b": 2}
-    assert tool_span["gen_ai.tool.call.result"] == "3"
+    batch = recorder.batch()
+    (call,) = recorder.tool_calls(batch)
+    assert json.loads(attrs(call)["gen_ai.tool.call.arguments"]) == {"a": 1, "b": 2}
+    assert attrs(call)["gen_ai.tool.call.result"] == "3"
+    # Content is on the calls' spans only, not repeated on the batch.
+    assert "gen_ai.tool.call.arguments" not in attrs(batch)
+    assert "gen_ai.tool.call.result" not in attrs(batch)
 
     root = attrs(recorder.one("invoke_agent"))
     assert json.loads(root["gen_ai.input.messages"])[0]["parts"][0]["content"] == "What is 1+2?"
@@ -281,17 +392,17 @@ async def test_content_is_recorded_only_when_asked(recorder: Recorder) -> None:
     assert output[0]["finish_reason"] == "model_stop"
 
 
-async def test_content_of_a_batch_is_keyed_by_call_id(recorder: Recorder) -> None:
+async def test_content_of_a_batch_is_on_each_call_span(recorder: Recorder) -> None:
     batch = [ToolUseBlock("c1", "add", {"a": 1, "b": 2}),
              ToolUseBlock("c2", "shout", {"text": "x"})]
     agent = make_agent(ScriptedModel([batch, "done"]),
                        OtelTracingMiddleware(recorder.provider, record_content=True))
     await run(agent)
-    a = attrs(recorder.one("execute_tool"))
-    assert json.loads(a["gen_ai.tool.call.arguments"]) == {
-        "c1": {"a": 1, "b": 2}, "c2": {"text": "x"},
-    }
-    assert json.loads(a["gen_ai.tool.call.result"]) == {"c1": "3", "c2": "X"}
+    first, second = (attrs(s) for s in recorder.tool_calls())
+    assert json.loads(first["gen_ai.tool.call.arguments"]) == {"a": 1, "b": 2}
+    assert first["gen_ai.tool.call.result"] == "3"
+    assert json.loads(second["gen_ai.tool.call.arguments"]) == {"text": "x"}
+    assert second["gen_ai.tool.call.result"] == "X"
 
 
 async def test_the_event_stream_is_unchanged(recorder: Recorder) -> None:
