@@ -5,12 +5,14 @@ Everything a user needs is importable from here; submodules are for the curious.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .agent import NoResultError, ReActAgent, ReActAgentBuilder, ResumeError
 from .context import AgentState, RuntimeContext
+from .errors import RxAgentError
 from .event import (
     AgentEndEvent,
     AgentEvent,
@@ -68,12 +70,14 @@ from .middleware import (
     ExtensionPoint,
     MiddlewareBase,
     ModelCallInput,
+    PlanError,
     ReasoningInput,
 )
 from .model import ChatModel, ModelError, ScriptedModel
 from .options import GenerateOptions
+from .permissions import Permission
 from .session import InMemorySessionStore, SessionKey, SessionStore
-from .tool import Tool, Toolkit, tool
+from .tool import Tool, ToolArgumentError, Toolkit, tool
 
 # The application decides where log records go. Without a handler here, Python's
 # "last resort" handler would print rx_agent's warnings to stderr when the
@@ -106,8 +110,16 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     value = getattr(importlib.import_module(module), name)
+    _short_module(value)
     globals()[name] = value
     return value
+
+
+def _short_module(value: Any) -> None:
+    # Reprs, tracebacks and docs show ``rx_agent.Msg``, not the private module path.
+    if isinstance(value, type) or callable(value):
+        with contextlib.suppress(AttributeError, TypeError):  # a builtin, a slotted callable
+            value.__module__ = __name__
 
 
 __all__ = [
@@ -147,7 +159,9 @@ __all__ = [
     "NoResultError",
     "OpenAIChatModel",
     "OtelTracingMiddleware",
+    "Permission",
     "PermissionRule",
+    "PlanError",
     "ReActAgent",
     "ReActAgentBuilder",
     "ReasoningInput",
@@ -158,6 +172,7 @@ __all__ = [
     "ResumeError",
     "Role",
     "RuntimeContext",
+    "RxAgentError",
     "ScriptedModel",
     "SessionKey",
     "SessionStore",
@@ -172,6 +187,7 @@ __all__ = [
     "ThinkingBlockStartEvent",
     "TodoTools",
     "Tool",
+    "ToolArgumentError",
     "ToolCallDeltaEvent",
     "ToolCallEndEvent",
     "ToolCallStartEvent",
@@ -188,3 +204,8 @@ __all__ = [
     "parse_event",
     "tool",
 ]
+
+for _name in __all__:
+    if _name not in _LAZY and not _name.startswith("__"):
+        _short_module(globals()[_name])
+del _name

@@ -48,6 +48,7 @@ from .middleware import (
     ReasoningInput,
 )
 from .middleware.base import Agent
+from .middleware.types import Handler
 from .model import ChatModel, ModelChunk, ScriptedModel
 from .options import GenerateOptions
 from .tool import Toolkit, tool
@@ -199,7 +200,7 @@ class RunLogMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: AgentInput,
-        next: Callable[[AgentInput], Observable[AgentEvent]],
+        next: Handler[AgentInput],
     ) -> Observable[AgentEvent]:
         def per_subscription(_: Any = None) -> Observable[AgentEvent]:
             started = time.perf_counter()
@@ -228,7 +229,7 @@ class RunLogMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: ReasoningInput,
-        next: Callable[[ReasoningInput], Observable[AgentEvent]],
+        next: Handler[ReasoningInput],
     ) -> Observable[AgentEvent]:
         # A write to ctx is seen by every later hook and tool of this call.
         ctx.put("demo.rounds", input.iteration)
@@ -280,7 +281,7 @@ class TimingMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: ModelCallInput,
-        next: Callable[[ModelCallInput], Observable[AgentEvent]],
+        next: Handler[ModelCallInput],
     ) -> Observable[AgentEvent]:
         def per_subscription(_: Any = None) -> Observable[AgentEvent]:
             # Timing starts at subscription, not when the hook is called: a retry

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
@@ -17,6 +18,8 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 __all__ = [
     "DirectObservable",
+    "LoopAffinity",
+    "affinity",
     "aiter_observable",
     "await_observable",
     "cancelling",
@@ -33,6 +36,62 @@ T = TypeVar("T")
 
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+_thread_id = threading.get_ident
+
+
+class LoopAffinity:
+    """An event loop and the thread that runs it.
+
+    The one place that decides whether a callback may run now (this is the loop's
+    thread) or must hop onto the loop (``call_soon_threadsafe``); see
+    docs/internals.md, "Threading". Hot paths compare ``threading.get_ident()`` with
+    :attr:`thread` inline and call :meth:`hop` only when they are elsewhere.
+    """
+
+    __slots__ = ("loop", "thread")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, thread: int) -> None:
+        self.loop = loop
+        self.thread = thread  # -1: not known yet (every call hops)
+
+    def here(self) -> bool:
+        """Whether this is the loop's thread."""
+        return _thread_id() == self.thread
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> None:
+        """``fn(*args)`` now on the loop's thread, else as soon as the loop can."""
+        if _thread_id() == self.thread:
+            fn(*args)
+        else:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def hop(self, fn: Callable[..., Any], *args: Any) -> None:
+        """``fn(*args)`` on the loop, later, whatever thread this is."""
+        self.loop.call_soon_threadsafe(fn, *args)
+
+
+# The thread of each loop seen running (a loop never moves to another thread while
+# it runs; a closed loop's entry goes with the loop).
+_affinities: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopAffinity] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def affinity(loop: asyncio.AbstractEventLoop | None = None) -> LoopAffinity:
+    """The :class:`LoopAffinity` of ``loop`` (default: the loop running in this thread).
+
+    A loop first seen from another thread gets its thread once it is seen running."""
+    if loop is None:
+        loop = asyncio.get_running_loop()
+    found = _affinities.get(loop)
+    if found is not None and found.thread != -1:
+        return found
+    here = running_loop() is loop
+    if found is None:
+        found = _affinities[loop] = LoopAffinity(loop, _thread_id() if here else -1)
+    elif here:
+        found.thread = _thread_id()
+    return found
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -57,6 +116,7 @@ def runtime_loop() -> asyncio.AbstractEventLoop:
 
             def run() -> None:
                 asyncio.set_event_loop(loop)
+                _affinities[loop] = LoopAffinity(loop, _thread_id())
                 loop.call_soon(ready.set)
                 loop.run_forever()
 
@@ -67,21 +127,23 @@ def runtime_loop() -> asyncio.AbstractEventLoop:
 
 
 Subscribe = Callable[[abc.ObserverBase[T], abc.SchedulerBase | None], abc.DisposableBase]
-_get_loop = asyncio.events._get_running_loop
 
 
-def on_loop(loop: asyncio.AbstractEventLoop, subscribe: Subscribe[T]) -> Subscribe[T]:
+def on_loop(
+    loop: asyncio.AbstractEventLoop | LoopAffinity, subscribe: Subscribe[T]
+) -> Subscribe[T]:
     """Make a subscribe function run on ``loop``'s thread.
 
     A middleware may call ``next`` from another thread (inside a timer or a thread
     pool); the runtime's handlers then start on their loop instead. Disposal is
     thread-safe.
     """
+    where = loop if isinstance(loop, LoopAffinity) else affinity(loop)
 
     def wrapped(
         observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
-        if _get_loop() is loop:
+        if _thread_id() == where.thread:
             return subscribe(observer, scheduler)
         holder = SingleAssignmentDisposable()
 
@@ -89,15 +151,8 @@ def on_loop(loop: asyncio.AbstractEventLoop, subscribe: Subscribe[T]) -> Subscri
             if not holder.is_disposed:
                 holder.disposable = subscribe(observer, scheduler)
 
-        loop.call_soon_threadsafe(start)
-
-        def dispose() -> None:
-            if _get_loop() is loop:
-                holder.dispose()
-            else:
-                loop.call_soon_threadsafe(holder.dispose)
-
-        return Disposable(dispose)
+        where.hop(start)
+        return Disposable(lambda: where.run(holder.dispose))
 
     return wrapped
 
@@ -166,8 +221,8 @@ async def await_observable(source: Observable[T], default: Any = None) -> Any:
 
     Cancelling the awaiting task disposes the subscription.
     """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    here = affinity()
+    future: asyncio.Future[Any] = here.loop.create_future()
     last: list[Any] = [default]
 
     def on_next(value: Any) -> None:
@@ -183,16 +238,10 @@ async def await_observable(source: Observable[T], default: Any = None) -> Any:
             future.set_result(last[0])
 
     def on_error(exc: Exception) -> None:
-        if running_loop() is loop:
-            fail(exc)
-        else:
-            loop.call_soon_threadsafe(fail, exc)
+        here.run(fail, exc)
 
     def on_completed() -> None:
-        if running_loop() is loop:
-            complete()
-        else:
-            loop.call_soon_threadsafe(complete)
+        here.run(complete)
 
     subscription = source.subscribe(on_next, on_error, on_completed)
     try:
@@ -216,14 +265,11 @@ def aiter_observable(source: Observable[T]) -> AsyncIterator[T]:
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
-        loop_thread = threading.get_ident()
+        here = affinity(loop)
 
         def threadsafe_push(kind: int, value: Any) -> None:
             # Events normally arrive on this loop's thread; hop when they do not.
-            if threading.get_ident() == loop_thread:
-                push(kind, value)
-            else:
-                loop.call_soon_threadsafe(push, kind, value)
+            here.run(push, kind, value)
 
         subscription = source.subscribe(
             lambda v: threadsafe_push(0, v),

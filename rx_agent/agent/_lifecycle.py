@@ -21,7 +21,14 @@ from reactivex import abc as rxabc
 from reactivex.disposable import Disposable
 
 from .._record import new_id
-from .._rx import from_coroutine, refuse_blocking_run, running_loop, runtime_loop, subscribe_direct
+from .._rx import (
+    affinity,
+    from_coroutine,
+    refuse_blocking_run,
+    running_loop,
+    runtime_loop,
+    subscribe_direct,
+)
 from ..context import RuntimeContext
 from ..event import AgentEndEvent, AgentEvent, AgentResultEvent, AgentStartEvent
 from ..message import Msg, ToolResultState
@@ -118,17 +125,18 @@ class Run:
         self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
     ) -> rxabc.DisposableBase:
         refuse_blocking_run(scheduler)
+        scope = self.scope
         loop = running_loop()
         if loop is not None:
-            self.scope.loop = loop
+            scope.loop, scope.affinity = loop, affinity(loop)
             self._start(observer)
         else:
-            self.scope.loop = loop = runtime_loop()
-            loop.call_soon_threadsafe(self._start, observer)
+            loop = runtime_loop()
+            scope.loop, scope.affinity = loop, affinity(loop)
+            scope.affinity.hop(self._start, observer)
         return Disposable(self._dispose_threadsafe)
 
     def _start(self, observer: rxabc.ObserverBase[AgentEvent]) -> None:
-        self.scope.loop_thread = _thread_id()  # _start always runs on the loop's thread
         if self.phase is Phase.DISPOSED:
             return
         self.observer = observer
@@ -144,10 +152,10 @@ class Run:
                                              self._on_completed)
 
     def _on_next(self, event: AgentEvent) -> None:
-        scope = self.scope
-        if _thread_id() != scope.loop_thread:  # an on_agent middleware hopped threads
-            assert scope.loop is not None
-            scope.loop.call_soon_threadsafe(self._on_next, event)
+        where = self.scope.affinity
+        assert where is not None
+        if _thread_id() != where.thread:  # an on_agent middleware hopped threads
+            where.hop(self._on_next, event)
             return
         observer = self.observer
         if observer is None:  # finishing or disposed: nothing more reaches the caller
@@ -157,23 +165,17 @@ class Run:
         elif not is_event(event):
             if self.subscription is not None:
                 self.subscription.dispose()
-            self._finish(scope.not_an_event(ExtensionPoint.ON_AGENT, event))
+            self._finish(self.scope.not_an_event(ExtensionPoint.ON_AGENT, event))
             return
         observer.on_next(event)
 
     def _on_error(self, error: Exception) -> None:
-        self._on_loop(self._finish, error)
+        assert self.scope.affinity is not None
+        self.scope.affinity.run(self._finish, error)
 
     def _on_completed(self) -> None:
-        self._on_loop(self._finish, None)
-
-    def _on_loop(self, fn: Any, arg: Any) -> None:
-        scope = self.scope
-        if _thread_id() != scope.loop_thread:
-            assert scope.loop is not None
-            scope.loop.call_soon_threadsafe(fn, arg)
-        else:
-            fn(arg)
+        assert self.scope.affinity is not None
+        self.scope.affinity.run(self._finish, None)
 
     # -- the core of on_agent --------------------------------------------------------
 
@@ -291,11 +293,11 @@ class Run:
     # -- disposal and interrupt ----------------------------------------------------------
 
     def _dispose_threadsafe(self) -> None:
-        loop = self.scope.loop
-        if loop is None or loop.is_closed() or running_loop() is loop:
+        where = self.scope.affinity
+        if where is None or where.loop.is_closed() or where.here():
             self._dispose()
         else:
-            loop.call_soon_threadsafe(self._dispose)
+            where.hop(self._dispose)
 
     def _dispose(self) -> None:
         if self.phase is Phase.DISPOSED:

@@ -236,8 +236,8 @@ class ReActLoop:
             mci = ModelCallInput(rin.messages, rin.tools, rin.options, scope.config.model)
             return subscribe_direct(self.model_chain(mci), on_next, on_error, on_completed)
 
-        assert scope.loop is not None
-        return DirectObservable(on_loop(scope.loop, subscribe))
+        assert scope.affinity is not None
+        return DirectObservable(on_loop(scope.affinity, subscribe))
 
     def core_model_call(self, mci: ModelCallInput) -> Observable[AgentEvent]:
         """Core of ``on_model_call``: stream the model, retrying and failing over
@@ -255,5 +255,5 @@ class ReActLoop:
             attempt.start()
             return Disposable(attempt.dispose)
 
-        assert scope.loop is not None
-        return DirectObservable(on_loop(scope.loop, subscribe))
+        assert scope.affinity is not None
+        return DirectObservable(on_loop(scope.affinity, subscribe))

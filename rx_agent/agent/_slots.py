@@ -35,10 +35,6 @@ class SessionSlots:
             slot = self._slots.get(key)
             return slot.active if slot else None
 
-    def busy(self) -> dict[SessionKey, Any]:
-        with self._lock:
-            return {k: s.active for k, s in self._slots.items() if s.active is not None}
-
     def try_acquire(self, key: SessionKey, run: Any) -> bool:
         """Take ``key``'s slot for ``run`` if it is free, without waiting."""
         with self._lock:

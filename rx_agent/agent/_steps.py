@@ -18,7 +18,7 @@ from reactivex import Observable
 from reactivex import abc as rxabc
 
 from .._record import new_id
-from .._rx import subscribe_direct
+from .._rx import LoopAffinity, subscribe_direct
 from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent, RequestStopEvent
 from ..message import GenerateReason, Msg, Role, ToolResultState
@@ -65,6 +65,7 @@ class CallScope:
     """The per-call facts and controls every step uses."""
 
     __slots__ = (
+        "affinity",
         "agent",
         "config",
         "ctx",
@@ -72,7 +73,6 @@ class CallScope:
         "emit",
         "interrupted",
         "loop",
-        "loop_thread",
         "sealed",
         "source",
         "state",
@@ -90,7 +90,7 @@ class CallScope:
         self.tool_ctx = tool_ctx
         self.source = config.name
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.loop_thread = -1
+        self.affinity: LoopAffinity | None = None  # set with ``loop`` when the call starts
         self.emit: Callable[[AgentEvent], None] = _nowhere
         self.state: AgentState | None = None
         self.interrupted = False
@@ -110,8 +110,9 @@ class CallScope:
         The flag is read at every step boundary, so once this returns no tool of the
         reply starts; the running step is also cut short."""
         self.interrupted = True
-        if self.loop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._cut_step)
+        where = self.affinity
+        if where is not None and not where.loop.is_closed():
+            where.hop(self._cut_step)  # after the event being handled, never inside it
 
     def _cut_step(self) -> None:
         step = self.step
@@ -134,12 +135,13 @@ class CallScope:
         requests watched there (``None`` for the core's own stream). ``feed`` also
         sees every event (the round's message capture).
         """
-        loop = self.loop
-        assert loop is not None
-        step = _Step(loop.create_future())
+        where = self.affinity
+        assert where is not None
+        step = _Step(where.loop.create_future())
         emit = self.emit
         future = step.future
-        loop_thread = self.loop_thread
+        loop_thread = where.thread
+        hop = where.hop
 
         # A middleware may move the stream to another thread (observe_on a thread
         # pool); signals are brought back to the loop so the call stays single-threaded.
@@ -152,7 +154,7 @@ class CallScope:
 
             def on_next(event: AgentEvent) -> None:
                 if _thread_id() != loop_thread:
-                    loop.call_soon_threadsafe(late, on_next, event)
+                    hop(late, on_next, event)
                     return
                 if future.done():  # cut short: late events of a cancelled step
                     return
@@ -168,20 +170,20 @@ class CallScope:
 
             def on_next(event: AgentEvent) -> None:
                 if _thread_id() != loop_thread:
-                    loop.call_soon_threadsafe(late, on_next, event)
+                    hop(late, on_next, event)
                     return
                 if not future.done():
                     emit(event)
 
         def on_error(exc: Exception) -> None:
             if _thread_id() != loop_thread:
-                loop.call_soon_threadsafe(late, on_error, exc)
+                hop(late, on_error, exc)
             elif not future.done():
                 future.set_exception(exc)
 
         def on_completed() -> None:
             if _thread_id() != loop_thread:
-                loop.call_soon_threadsafe(late, on_completed)
+                hop(late, on_completed)
             elif not future.done():
                 future.set_result(None)
 

@@ -10,6 +10,7 @@ from .inputs import (
     ReasoningInput,
     ToolSchema,
 )
+from .types import Handler, ModelLike, PlanLike, ToolkitLike
 
 __all__ = [
     "ActingInput",
@@ -18,10 +19,14 @@ __all__ = [
     "AgentInput",
     "ExecutionPlan",
     "ExtensionPoint",
+    "Handler",
     "MiddlewareBase",
     "ModelCallInput",
+    "ModelLike",
     "Next",
     "PlanError",
+    "PlanLike",
     "ReasoningInput",
     "ToolSchema",
+    "ToolkitLike",
 ]

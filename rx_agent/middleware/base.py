@@ -8,7 +8,7 @@ build time), not by which methods are overridden.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Collection
 from typing import Any
 
 from reactivex import Observable
@@ -17,7 +17,7 @@ from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent
 from ..message import Msg
 from .inputs import ActingInput, AgentFinishOutcome, AgentInput, ModelCallInput, ReasoningInput
-from .types import Agent, Next
+from .types import Agent, Handler, Next
 
 __all__ = ["Agent", "ExtensionPoint", "MiddlewareBase", "Next"]
 
@@ -89,7 +89,7 @@ class MiddlewareBase:
         agent: Agent,
         ctx: RuntimeContext,
         input: AgentInput,
-        next: Callable[[AgentInput], Observable[AgentEvent]],
+        next: Handler[AgentInput],
     ) -> Observable[AgentEvent]:
         """Wraps a whole call; its output is what ``agent.stream()`` returns."""
         return next(input)
@@ -99,7 +99,7 @@ class MiddlewareBase:
         agent: Agent,
         ctx: RuntimeContext,
         input: ReasoningInput,
-        next: Callable[[ReasoningInput], Observable[AgentEvent]],
+        next: Handler[ReasoningInput],
     ) -> Observable[AgentEvent]:
         """Wraps one reasoning step (one per ReAct round)."""
         return next(input)
@@ -109,7 +109,7 @@ class MiddlewareBase:
         agent: Agent,
         ctx: RuntimeContext,
         input: ActingInput,
-        next: Callable[[ActingInput], Observable[AgentEvent]],
+        next: Handler[ActingInput],
     ) -> Observable[AgentEvent]:
         """Wraps the execution of one batch of tool calls."""
         return next(input)
@@ -119,7 +119,7 @@ class MiddlewareBase:
         agent: Agent,
         ctx: RuntimeContext,
         input: ModelCallInput,
-        next: Callable[[ModelCallInput], Observable[AgentEvent]],
+        next: Handler[ModelCallInput],
     ) -> Observable[AgentEvent]:
         """Wraps one model API call (reasoning calls and the max-iterations summary)."""
         return next(input)

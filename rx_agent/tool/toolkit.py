@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from ..context import RuntimeContext
+from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
 
 __all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
@@ -30,7 +31,7 @@ _PERMISSIONS = ("allow", "ask", "deny")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-class ToolArgumentError(ValueError):
+class ToolArgumentError(RxAgentError, ValueError):
     """A tool call's arguments do not match the tool's schema."""
 
 
