@@ -168,7 +168,7 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
             observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
         ) -> rxabc.DisposableBase:
             def on_next(event: AgentEvent) -> None:
-                if type(event) is ModelCallEndEvent or isinstance(event, ModelCallEndEvent):
+                if isinstance(event, ModelCallEndEvent):
                     reported = event.usage
                     if reported is not None:
                         usage.add(self.cost(reported.input_tokens, reported.output_tokens))

@@ -28,7 +28,8 @@ from ..middleware import Agent, ExtensionPoint, MiddlewareBase, ReasoningInput
 
 __all__ = ["FinalAnswerFilterMiddleware"]
 
-_TEXT_EVENTS = (TextBlockStartEvent, TextBlockDeltaEvent, TextBlockEndEvent)
+# Deltas first: they are most of a stream, and isinstance() stops at the first match.
+_TEXT_EVENTS = (TextBlockDeltaEvent, TextBlockStartEvent, TextBlockEndEvent)
 _POINTS = frozenset({ExtensionPoint.ON_REASONING})
 
 
@@ -70,18 +71,17 @@ class FinalAnswerFilterMiddleware(MiddlewareBase):
 
             def on_next(event: AgentEvent) -> None:
                 nonlocal called_tool
-                kind = type(event)
-                if kind in _TEXT_EVENTS or isinstance(event, _TEXT_EVENTS):
+                if isinstance(event, _TEXT_EVENTS):
                     if not called_tool:
                         held.append(event)
                     return
-                if kind is ToolCallStartEvent or isinstance(event, ToolCallStartEvent):
+                if isinstance(event, ToolCallStartEvent):
                     called_tool = True
                     held.clear()
-                elif kind is ModelCallEndEvent or isinstance(event, ModelCallEndEvent):
+                elif isinstance(event, ModelCallEndEvent):
                     release(not called_tool)
                     called_tool = False
-                elif kind is ModelCallStartEvent or isinstance(event, ModelCallStartEvent):
+                elif isinstance(event, ModelCallStartEvent):
                     # A retrying middleware below may start a new call in the same
                     # step; the new call is judged on its own.
                     held.clear()

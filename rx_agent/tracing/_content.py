@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ..agent._blocks import MessageAccumulator
 from ..message import (
     DataBlock,
     HintBlock,
@@ -78,53 +79,18 @@ def split_system(msgs: Iterable[Msg]) -> tuple[list[Msg], list[Msg]]:
     return system, rest
 
 
-class OutputCollector:
-    """Rebuilds a model call's output parts from its streamed events."""
+class OutputCollector(MessageAccumulator):
+    """Rebuilds a model call's output from its streamed events, as the runtime does.
 
-    __slots__ = ("_order", "_parts")
+    The runtime's own accumulator, so the span shows the message the context stores
+    (a ``ModelCallStartEvent`` from a retry below starts it over)."""
 
-    def __init__(self) -> None:
-        self._parts: dict[str, dict[str, Any]] = {}
-        self._order: list[str] = []
-
-    def reset(self) -> None:
-        self._parts.clear()
-        self._order.clear()
-
-    def _part(self, key: str, template: dict[str, Any]) -> dict[str, Any]:
-        part = self._parts.get(key)
-        if part is None:
-            part = template
-            self._parts[key] = part
-            self._order.append(key)
-        return part
-
-    def text(self, block_id: str, delta: str) -> None:
-        part = self._part("t:" + block_id, {"type": "text", "content": ""})
-        part["content"] += delta
-
-    def thinking(self, block_id: str, delta: str) -> None:
-        part = self._part("k:" + block_id, {"type": "reasoning", "content": ""})
-        part["content"] += delta
-
-    def tool_call(self, call_id: str, name: str, delta: str = "") -> None:
-        part = self._part(
-            "c:" + call_id, {"type": "tool_call", "id": call_id, "name": name, "arguments": ""}
-        )
-        part["arguments"] += delta
+    __slots__ = ()
 
     def json(self, finish_reason: str | None) -> str:
-        parts = []
-        for key in self._order:
-            part = dict(self._parts[key])
-            if part["type"] == "tool_call":
-                raw = part["arguments"]
-                try:
-                    part["arguments"] = json.loads(raw) if raw.strip() else {}
-                except ValueError:
-                    part["arguments"] = raw
-            parts.append(part)
-        message: dict[str, Any] = {"role": "assistant", "parts": parts}
+        message: dict[str, Any] = {
+            "role": "assistant", "parts": message_parts(self.build(None).content),
+        }
         if finish_reason is not None:
             message["finish_reason"] = finish_reason
         return dumps([message])

@@ -71,3 +71,16 @@ def test_anonymous_and_named_users_have_separate_slots() -> None:
     agent.call_sync("hi", RuntimeContext(session_id="s"))
     agent.call_sync("hi", RuntimeContext(session_id="s", user_id="u"))
     assert sorted(store.keys()) == [SessionKey("__anon__", "s"), SessionKey("u", "s")]
+
+
+def test_todays_runtime_persists_through_a_durable_store(durable: object) -> None:
+    # The run calls load/save (synchronous here) until it adopts the versioned API.
+    model = ScriptedModel(["one", "two"])
+    ctx = RuntimeContext(session_id="s1", user_id="bob")
+    ReActAgent(name="a", model=model, session_store=durable).call_sync("first", ctx)
+    again = ReActAgent(name="a", model=model, session_store=durable)
+    assert again.call_sync("second", RuntimeContext(session_id="s1", user_id="bob")).text == "two"
+    key = SessionKey("bob", "s1")
+    stored = durable.load(key)  # type: ignore[attr-defined]
+    assert [m.text for m in stored.context] == ["first", "one", "second", "two"]
+    assert durable.load_versioned(key)[1] == 2  # type: ignore[attr-defined]

@@ -1,0 +1,113 @@
+"""Session stores: where an agent keeps each session's :class:`~rx_agent.AgentState`.
+
+* :class:`InMemorySessionStore`: the default; live objects in a dict, one process.
+* :class:`SqliteSessionStore`: one SQLite file (WAL); several processes on one host.
+* :class:`RedisSessionStore`: Redis (the ``redis`` extra); many processes and machines.
+* :func:`session_store_from_url`: one of those from ``memory://``, ``sqlite:///x.db``
+  or ``redis://...``.
+
+Every built-in store offers the same API, twice: synchronous methods
+(:class:`VersionedSessionStore`) and ``a``-prefixed coroutines that never block the
+event loop (:class:`AsyncSessionStore`): ``load``, ``save``, ``delete``,
+``list_sessions``, ``load_versioned`` / ``save_if_version`` (versioned compare-and-set:
+:class:`ConcurrentSessionModificationError`), and leases (``acquire_lease`` /
+``renew_lease`` / ``release_lease``: one writer per session across processes;
+:class:`SessionBusyError`). A store with only today's ``load``/``save``
+(:class:`SessionStore`, sync or returning awaitables) keeps working. Details:
+:mod:`rx_agent.session._base` (contracts), ``_delta`` (what a save writes),
+``_schema`` (the stored JSON and its migrations).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._base import (
+    ANONYMOUS_USER,
+    AsyncSessionStore,
+    ConcurrentSessionModificationError,
+    ConflictPolicy,
+    Lease,
+    SessionBusyError,
+    SessionCorruptError,
+    SessionKey,
+    SessionStore,
+    VersionedSessionStore,
+    merge_append,
+)
+from ._delta import mark_changed
+from ._memory import InMemorySessionStore
+
+if TYPE_CHECKING:
+    from ._policy import SaveOutcome, asave_with_policy, save_with_policy
+    from ._redis import RedisSessionStore
+    from ._schema import SCHEMA_VERSION, decode_state, encode_state
+    from ._sqlite import SqliteSessionStore
+    from ._url import session_store_from_url
+
+# The durable stores load on first use: ``import rx_agent`` stays as cheap as before
+# (no sqlite3, no JSON schema machinery) for the many programs that keep the default.
+_LAZY = {
+    "SqliteSessionStore": "._sqlite",
+    "RedisSessionStore": "._redis",
+    "session_store_from_url": "._url",
+    "SCHEMA_VERSION": "._schema",
+    "decode_state": "._schema",
+    "encode_state": "._schema",
+    "SaveOutcome": "._policy",
+    "asave_with_policy": "._policy",
+    "save_with_policy": "._policy",
+}
+
+__all__ = [
+    "ANONYMOUS_USER",
+    "SCHEMA_VERSION",
+    "AsyncSessionStore",
+    "ConcurrentSessionModificationError",
+    "ConflictPolicy",
+    "InMemorySessionStore",
+    "Lease",
+    "RedisSessionStore",
+    "SaveOutcome",
+    "SessionBusyError",
+    "SessionCorruptError",
+    "SessionKey",
+    "SessionStore",
+    "SqliteSessionStore",
+    "VersionedSessionStore",
+    "asave_with_policy",
+    "decode_state",
+    "encode_state",
+    "mark_changed",
+    "merge_append",
+    "save_with_policy",
+    "session_store_from_url",
+]
+
+
+def _public(obj: Any) -> Any:
+    """Reprs, pickles and docs show the public path ``rx_agent.session.X``."""
+    if getattr(obj, "__module__", "").startswith(__name__ + "."):
+        obj.__module__ = __name__
+    return obj
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = _public(getattr(importlib.import_module(module, __name__), name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+for _name in __all__:
+    if _name not in _LAZY:
+        _public(globals()[_name])
+del _name

@@ -1,0 +1,244 @@
+"""The in-memory session store (the default): live objects in a dict, one process.
+
+It keeps the very :class:`~rx_agent.AgentState` object it was given (``load``
+returns it; nothing is copied or serialised), so it costs no more than a dict
+lookup. Versions, compare-and-set and leases behave as in the durable stores, but
+only within this process: the stored object is shared, so fencing protects which
+object is stored, not edits made to a loaded object. Its synchronous methods
+never wait, except ``acquire_lease`` while another owner holds the lease; its
+``a``-prefixed coroutines never block the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..context import AgentState
+from ._base import ConcurrentSessionModificationError as _Conflict
+from ._base import Lease, SessionKey, check_key, check_state
+from ._delta import take_marks
+from ._lease import LeaseAttempt, await_lease, wait_for_lease
+
+__all__ = ["InMemorySessionStore"]
+
+_NO_POLL = (math.inf, math.inf)  # waiters are woken, not polling
+
+
+@dataclass(slots=True)
+class _Held:
+    token: str
+    owner: str
+    expires: float  # time.monotonic()
+
+
+@dataclass(slots=True)
+class _Queue:
+    tokens: list[str] = field(default_factory=list)
+    wakers: dict[str, Callable[[], None]] = field(default_factory=dict)
+
+
+class _LeaseTable:
+    """In-process leases: FIFO waiters, woken when the lease is released."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[SessionKey, _Held] = {}
+        self._queues: dict[SessionKey, _Queue] = {}
+
+    def attempt(self, key: SessionKey, token: str, owner: str, ttl: float, join: bool,
+                waker: Callable[[], None]) -> LeaseAttempt:
+        now = time.monotonic()
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and held.expires <= now:
+                held = None
+            queue = self._queues.get(key)
+            if held is None and (queue is None or not queue.tokens or queue.tokens[0] == token):
+                self._held[key] = _Held(token, owner, now + ttl)
+                self._leave_locked(key, token)
+                return LeaseAttempt(True)
+            if join:
+                if queue is None:
+                    queue = self._queues[key] = _Queue()
+                if token not in queue.wakers:
+                    queue.tokens.append(token)
+                queue.wakers[token] = waker
+            if held is None:  # free, but an earlier waiter goes first
+                return LeaseAttempt(False, None, None)
+            return LeaseAttempt(False, held.owner, held.expires - now)
+
+    def _leave_locked(self, key: SessionKey, token: str) -> None:
+        queue = self._queues.get(key)
+        if queue is None or token not in queue.wakers:
+            return
+        queue.tokens.remove(token)
+        del queue.wakers[token]
+        if not queue.tokens:
+            del self._queues[key]
+        else:
+            queue.wakers[queue.tokens[0]]()  # the next in line may be free to go
+
+    def leave(self, key: SessionKey, token: str) -> None:
+        with self._lock:
+            self._leave_locked(key, token)
+
+    def renew(self, lease: Lease) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            held = self._held.get(lease.key)
+            if held is None or held.token != lease.token or held.expires <= now:
+                return False
+            held.expires = now + lease.ttl
+            return True
+
+    def release(self, lease: Lease) -> bool:
+        with self._lock:
+            held = self._held.get(lease.key)
+            if held is None or held.token != lease.token:
+                return False
+            del self._held[lease.key]
+            queue = self._queues.get(lease.key)
+            if queue is not None and queue.tokens:
+                queue.wakers[queue.tokens[0]]()
+            return held.expires > time.monotonic()
+
+
+class InMemorySessionStore:
+    """Keeps live :class:`AgentState` objects in a dict (the default store)."""
+
+    def __init__(self) -> None:
+        self._states: dict[SessionKey, AgentState] = {}
+        self._versions: dict[SessionKey, int] = {}
+        self._lock = threading.Lock()
+        self._leases = _LeaseTable()
+
+    def __repr__(self) -> str:
+        return f"InMemorySessionStore({len(self)} sessions)"
+
+    # -- state ------------------------------------------------------------------------
+
+    def load(self, key: SessionKey) -> AgentState | None:
+        with self._lock:
+            return self._states.get(key)
+
+    def save(self, key: SessionKey, state: AgentState) -> None:
+        check_state(state)
+        if type(key) is not SessionKey:
+            key = check_key(key)
+        take_marks(state)  # nothing to rewrite: the object itself is stored
+        with self._lock:
+            self._states[key] = state
+            self._versions[key] = self._versions.get(key, 0) + 1
+
+    def delete(self, key: SessionKey) -> bool:
+        with self._lock:
+            self._versions.pop(key, None)
+            return self._states.pop(key, None) is not None
+
+    def keys(self) -> list[SessionKey]:
+        with self._lock:
+            return list(self._states)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._states)
+
+    def list_sessions(self, user_id: str | None = None) -> list[SessionKey]:
+        with self._lock:
+            keys = list(self._states)
+        return sorted(k for k in keys if user_id is None or k.user_id == user_id)
+
+    def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+        with self._lock:
+            return self._states.get(key), self._versions.get(key, 0)
+
+    def save_if_version(self, key: SessionKey, state: AgentState, expected_version: int) -> int:
+        check_state(state)
+        key = check_key(key)
+        take_marks(state)
+        with self._lock:
+            actual = self._versions.get(key, 0)
+            if actual != expected_version:
+                raise _Conflict(key.session_id, expected_version, actual, user_id=key.user_id)
+            self._states[key] = state
+            self._versions[key] = actual + 1
+            return actual + 1
+
+    # -- leases -----------------------------------------------------------------------
+
+    def acquire_lease(
+        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
+    ) -> Lease:
+        woken = threading.Event()
+
+        def attempt(token: str, join: bool) -> LeaseAttempt:
+            woken.clear()
+            return self._leases.attempt(key, token, owner, ttl, join, woken.set)
+
+        def pause(seconds: float) -> None:
+            woken.wait(None if seconds == math.inf else seconds)
+
+        return wait_for_lease(key, owner, ttl, wait, attempt,
+                              lambda token: self._leases.leave(key, token), pause, _NO_POLL)
+
+    def renew_lease(self, lease: Lease) -> bool:
+        return self._leases.renew(lease)
+
+    def release_lease(self, lease: Lease) -> bool:
+        return self._leases.release(lease)
+
+    # -- coroutines -------------------------------------------------------------------
+
+    async def aload(self, key: SessionKey) -> AgentState | None:
+        return self.load(key)
+
+    async def asave(self, key: SessionKey, state: AgentState) -> None:
+        self.save(key, state)
+
+    async def adelete(self, key: SessionKey) -> bool:
+        return self.delete(key)
+
+    async def alist_sessions(self, user_id: str | None = None) -> list[SessionKey]:
+        return self.list_sessions(user_id)
+
+    async def aload_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+        return self.load_versioned(key)
+
+    async def asave_if_version(
+        self, key: SessionKey, state: AgentState, expected_version: int
+    ) -> int:
+        return self.save_if_version(key, state, expected_version)
+
+    async def aacquire_lease(
+        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
+    ) -> Lease:
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:  # may run on another thread (a sync releaser)
+            loop.call_soon_threadsafe(woken.set)
+
+        async def attempt(token: str, join: bool) -> LeaseAttempt:
+            woken.clear()
+            return self._leases.attempt(key, token, owner, ttl, join, wake)
+
+        async def pause(seconds: float) -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), None if seconds == math.inf else seconds)
+
+        async def leave(token: str) -> None:
+            self._leases.leave(key, token)
+
+        return await await_lease(key, owner, ttl, wait, attempt, leave, pause, _NO_POLL)
+
+    async def arenew_lease(self, lease: Lease) -> bool:
+        return self.renew_lease(lease)
+
+    async def arelease_lease(self, lease: Lease) -> bool:
+        return self.release_lease(lease)

@@ -1,0 +1,447 @@
+"""The embedded durable store: one SQLite file (stdlib ``sqlite3``), WAL mode.
+
+``SqliteSessionStore(path)`` is safe for several threads and several processes on
+one host (keep the file on a local disk: WAL needs shared memory, so not on a
+network file system). Every write runs in one ``BEGIN IMMEDIATE`` transaction, and
+waits up to ``timeout`` seconds (SQLite's busy timeout) for another writer. With
+``synchronous=NORMAL`` (the default) a committed save survives a crash of the
+process; pass ``synchronous="FULL"`` to also survive losing power.
+
+Layout (tables prefixed ``rx_``; the file may hold other tables)::
+
+    rx_session(user_id, session_id, version, head, msg_count, updated_at)
+    rx_message(user_id, session_id, seq, msg_id, role, body)  -- one row per message
+    rx_lease(user_id, session_id, token, owner, expires_at)
+    rx_lease_waiter(ticket, user_id, session_id, token, deadline)
+
+``head`` is the schema-2 envelope of the state without its messages
+(:mod:`rx_agent.session._schema`); ``body`` is one message's JSON. A save appends the
+new messages, or rewrites from the first changed one (:mod:`rx_agent.session._delta`),
+and replaces the small head row, so its cost follows what changed.
+
+Threads and the event loop: the plain methods are synchronous and use one
+connection per thread. The ``a``-prefixed coroutines run them on the store's own
+worker threads (``threads``, default 4), so the loop never waits on the disk. A
+cancelled coroutine's statement still completes in its thread: after cancelling
+an ``asave_if_version``, reload before trusting the version. Lease expiry uses the
+host's wall clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from ..context import AgentState
+from ._base import ConcurrentSessionModificationError as _Conflict
+from ._base import Lease, SessionKey, check_key, check_lease_args, check_state
+from ._delta import (
+    MessageRoles,
+    Snapshot,
+    SnapshotCache,
+    compute_delta,
+    restore_marks,
+    snapshot_of,
+    take_marks,
+    window_start,
+)
+from ._lease import WAITER_TTL, LeaseAttempt, await_lease, wait_for_lease
+from ._schema import corrupt, decode_stored, encode_head
+
+__all__ = ["SqliteSessionStore"]
+
+T = TypeVar("T")
+LAYOUT = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS rx_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rx_session (
+    user_id TEXT NOT NULL, session_id TEXT NOT NULL, version INTEGER NOT NULL,
+    head TEXT NOT NULL, msg_count INTEGER NOT NULL, updated_at REAL NOT NULL,
+    PRIMARY KEY (user_id, session_id));
+CREATE TABLE IF NOT EXISTS rx_message (
+    user_id TEXT NOT NULL, session_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    msg_id TEXT NOT NULL, role TEXT NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (user_id, session_id, seq));
+CREATE TABLE IF NOT EXISTS rx_lease (
+    user_id TEXT NOT NULL, session_id TEXT NOT NULL, token TEXT NOT NULL,
+    owner TEXT NOT NULL, expires_at REAL NOT NULL,
+    PRIMARY KEY (user_id, session_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rx_lease_waiter (
+    ticket INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL, token TEXT NOT NULL UNIQUE, deadline REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS rx_lease_waiter_key ON rx_lease_waiter (user_id, session_id, ticket);
+"""
+_WHERE = "WHERE user_id = ? AND session_id = ?"
+
+
+class SqliteSessionStore:
+    """Sessions in one SQLite file; see the module docstring.
+
+    ``path`` is taken relative to the working directory at construction; missing
+    parent directories are created. ``cache_size`` bounds how many sessions' stored
+    message ids this object remembers to save without rereading them.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        threads: int = 4,
+        cache_size: int = 256,
+    ) -> None:
+        raw = os.fspath(path)
+        if not isinstance(raw, str) or not raw or raw == ":memory:" or raw.startswith("file:"):
+            raise ValueError(
+                f"SqliteSessionStore needs a file path, got {raw!r} (an in-memory SQLite "
+                "database is private to one connection: use InMemorySessionStore)"
+            )
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+        if not timeout >= 0:
+            raise ValueError(f"timeout must be >= 0 seconds, got {timeout!r}")
+        self.path = Path(raw).expanduser().absolute()
+        self._timeout = float(timeout)
+        self._synchronous = synchronous
+        self._threads = threads
+        self._cache = SnapshotCache(cache_size)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._ready = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn()  # fail here, not at the first call, on a bad file
+
+    def __repr__(self) -> str:
+        return f"SqliteSessionStore({str(self.path)!r})"
+
+    # -- connections ------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():  # forked: the parent's connections are not ours
+            with self._lock:
+                self._pid, self._local, self._conns, self._pool = (
+                    os.getpid(), threading.local(), [], None)
+            self._cache.clear()
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise ValueError(f"{self!r}: cannot open the session database: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ValueError(f"{self!r}: SQLite refused WAL mode (journal_mode={mode})")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            if not self._ready:
+                self._create(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise ValueError(f"{self!r} is not a usable session database: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO rx_meta VALUES ('layout', ?)", (LAYOUT,))
+            layout = conn.execute("SELECT value FROM rx_meta WHERE name = 'layout'").fetchone()[0]
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if layout != LAYOUT:
+            raise ValueError(f"{self!r} has table layout {layout!r}; this rx_agent reads layout "
+                             f"{LAYOUT!r} (written by a newer rx_agent?)")
+        self._ready = True
+
+    @contextmanager
+    def _txn(self, immediate: bool = True) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close every connection and stop the worker threads.
+
+        Idempotent; a later call opens what it needs again. Call it when no other
+        thread is using the store.
+        """
+        with self._lock:
+            conns, self._conns = self._conns, []
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> SqliteSessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def _where(self) -> str:
+        return repr(self)
+
+    def load(self, key: SessionKey) -> AgentState | None:
+        return self.load_versioned(key)[0]
+
+    def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+        key = check_key(key)
+        with self._txn(immediate=False) as conn:  # one snapshot for head and rows
+            head = conn.execute(f"SELECT version, head, msg_count FROM rx_session {_WHERE}",
+                                key).fetchone()
+            rows = [] if head is None else conn.execute(
+                f"SELECT seq, msg_id, body FROM rx_message {_WHERE} ORDER BY seq", key
+            ).fetchall()
+        if head is None:
+            self._cache.drop(key)
+            return None, 0
+        version, record, count = head
+        if len(rows) != count or any(row[0] != i for i, row in enumerate(rows)):
+            seqs = [row[0] for row in rows]
+            raise corrupt(key, f"the head row counts {count} messages, but message rows "
+                          f"{_ranges(seqs)} exist", self._where)
+        ids = [row[1] for row in rows]
+        bodies = [row[2] for row in rows]
+        state = decode_stored(record, bodies, key, self._where)
+        if rows and ids != [m.id for m in state.context]:
+            raise corrupt(key, "the msg_id column disagrees with the stored messages' ids",
+                          self._where)
+        msgs = state.context if rows else []  # inline (schema 1): no rows stored yet
+        self._cache.put(key, snapshot_of(version, ids, bodies, MessageRoles(msgs), msgs), state)
+        return state, version
+
+    def save(self, key: SessionKey, state: AgentState) -> None:
+        self._write(key, state, None)
+
+    def save_if_version(self, key: SessionKey, state: AgentState, expected_version: int) -> int:
+        if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+            raise TypeError(f"expected_version must be an int, got {expected_version!r}")
+        return self._write(key, state, expected_version)
+
+    def _write(self, key: SessionKey, state: AgentState, expected: int | None) -> int:
+        key = check_key(key)
+        check_state(state)
+        head = encode_head(state)
+        marks = take_marks(state)
+        try:
+            known = self._cache.get(key)
+            # Serialise outside the write lock when this object knows what is stored.
+            delta = compute_delta(known, state.context, marks) if known is not None else None
+            with self._txn() as conn:
+                row = conn.execute(f"SELECT version FROM rx_session {_WHERE}", key).fetchone()
+                actual = row[0] if row is not None else 0
+                if expected is not None and actual != expected:
+                    raise _Conflict(key.session_id, expected, actual, user_id=key.user_id)
+                if known is None or known.version != actual:
+                    stored = self._read_snapshot(conn, key, actual) if row is not None else None
+                    delta = compute_delta(stored or Snapshot(0, [], 0, []), state.context, marks)
+                assert delta is not None
+                start = delta.start
+                conn.execute(f"DELETE FROM rx_message {_WHERE} AND seq >= ?", (*key, start))
+                conn.executemany(
+                    "INSERT INTO rx_message (user_id, session_id, seq, msg_id, role, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(key.user_id, key.session_id, start + i, delta.ids[start + i],
+                      str(state.context[start + i].role), body)
+                     for i, body in enumerate(delta.bodies)],
+                )
+                version = actual + 1
+                conn.execute(
+                    "INSERT INTO rx_session (user_id, session_id, version, head, msg_count, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id) DO "
+                    "UPDATE SET version = excluded.version, head = excluded.head, "
+                    "msg_count = excluded.msg_count, updated_at = excluded.updated_at",
+                    (key.user_id, key.session_id, version, head, len(delta.ids), time.time()),
+                )
+        except BaseException:
+            restore_marks(state, marks)
+            raise
+        self._cache.put(key, delta.snapshot(version), state)
+        return version
+
+    def _read_snapshot(self, conn: sqlite3.Connection, key: SessionKey, version: int) -> Snapshot:
+        rows = conn.execute(f"SELECT msg_id, role FROM rx_message {_WHERE} ORDER BY seq",
+                            key).fetchall()
+        roles = [r[1] for r in rows]
+        bodies = [r[0] for r in conn.execute(
+            f"SELECT body FROM rx_message {_WHERE} AND seq >= ? ORDER BY seq",
+            (*key, window_start(roles, len(rows))))]
+        return snapshot_of(version, [r[0] for r in rows], bodies, roles)
+
+    def delete(self, key: SessionKey) -> bool:
+        key = check_key(key)
+        with self._txn() as conn:
+            existed = conn.execute(f"DELETE FROM rx_session {_WHERE}", key).rowcount > 0
+            conn.execute(f"DELETE FROM rx_message {_WHERE}", key)
+        self._cache.drop(key)
+        return existed
+
+    def list_sessions(self, user_id: str | None = None) -> list[SessionKey]:
+        conn = self._conn()
+        if user_id is None:
+            rows = conn.execute("SELECT user_id, session_id FROM rx_session "
+                                "ORDER BY user_id, session_id")
+        else:
+            rows = conn.execute("SELECT user_id, session_id FROM rx_session WHERE user_id = ? "
+                                "ORDER BY session_id", (user_id,))
+        return [SessionKey(u, s) for u, s in rows]
+
+    # -- leases -----------------------------------------------------------------------
+
+    def _attempt(self, key: SessionKey, token: str, owner: str, ttl: float,
+                 beat: bool) -> LeaseAttempt:
+        if not beat:  # a read first: waiters poll without taking the write lock
+            row = self._conn().execute(f"SELECT owner, expires_at FROM rx_lease {_WHERE}",
+                                       key).fetchone()
+            now = time.time()
+            if row is not None and row[1] > now:
+                return LeaseAttempt(False, row[0], row[1] - now)
+        with self._txn() as conn:
+            now = time.time()
+            conn.execute(f"DELETE FROM rx_lease_waiter {_WHERE} AND deadline < ?", (*key, now))
+            row = conn.execute(f"SELECT owner, expires_at FROM rx_lease {_WHERE}", key).fetchone()
+            free = row is None or row[1] <= now
+            if free:
+                first = conn.execute(f"SELECT token FROM rx_lease_waiter {_WHERE} "
+                                     "ORDER BY ticket LIMIT 1", key).fetchone()
+                if first is None or first[0] == token:
+                    conn.execute("INSERT OR REPLACE INTO rx_lease VALUES (?, ?, ?, ?, ?)",
+                                 (key.user_id, key.session_id, token, owner, now + ttl))
+                    conn.execute("DELETE FROM rx_lease_waiter WHERE token = ?", (token,))
+                    return LeaseAttempt(True)
+            if beat:
+                conn.execute(
+                    "INSERT INTO rx_lease_waiter (user_id, session_id, token, deadline) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET deadline = "
+                    "excluded.deadline", (key.user_id, key.session_id, token, now + WAITER_TTL))
+            if free:
+                return LeaseAttempt(False)
+            return LeaseAttempt(False, row[0], row[1] - now)
+
+    def _leave(self, token: str) -> None:
+        self._conn().execute("DELETE FROM rx_lease_waiter WHERE token = ?", (token,))
+
+    def acquire_lease(
+        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
+    ) -> Lease:
+        k, who, secs, patience = check_lease_args(key, owner, ttl, wait)
+        return wait_for_lease(k, who, secs, patience,
+                              lambda token, beat: self._attempt(k, token, who, secs, beat),
+                              self._leave)
+
+    def renew_lease(self, lease: Lease) -> bool:
+        now = time.time()
+        cur = self._conn().execute(
+            f"UPDATE rx_lease SET expires_at = ? {_WHERE} AND token = ? AND expires_at > ?",
+            (now + lease.ttl, *lease.key, lease.token, now))
+        return cur.rowcount == 1
+
+    def release_lease(self, lease: Lease) -> bool:
+        with self._txn() as conn:
+            row = conn.execute(f"SELECT expires_at FROM rx_lease {_WHERE} AND token = ?",
+                               (*lease.key, lease.token)).fetchone()
+            if row is None:
+                return False
+            conn.execute(f"DELETE FROM rx_lease {_WHERE} AND token = ?",
+                         (*lease.key, lease.token))
+        return bool(row[0] > time.time())
+
+    # -- coroutines -------------------------------------------------------------------
+
+    async def _off(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="rx-sqlite")
+            pool = self._pool
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    async def aload(self, key: SessionKey) -> AgentState | None:
+        return (await self._off(self.load_versioned, key))[0]
+
+    async def asave(self, key: SessionKey, state: AgentState) -> None:
+        await self._off(self.save, key, state)
+
+    async def adelete(self, key: SessionKey) -> bool:
+        return await self._off(self.delete, key)
+
+    async def alist_sessions(self, user_id: str | None = None) -> list[SessionKey]:
+        return await self._off(self.list_sessions, user_id)
+
+    async def aload_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+        return await self._off(self.load_versioned, key)
+
+    async def asave_if_version(
+        self, key: SessionKey, state: AgentState, expected_version: int
+    ) -> int:
+        return await self._off(self.save_if_version, key, state, expected_version)
+
+    async def aacquire_lease(
+        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
+    ) -> Lease:
+        k, who, secs, patience = check_lease_args(key, owner, ttl, wait)
+
+        async def attempt(token: str, beat: bool) -> LeaseAttempt:
+            return await self._off(self._attempt, k, token, who, secs, beat)
+
+        async def leave(token: str) -> None:
+            await self._off(self._leave, token)
+
+        return await await_lease(k, who, secs, patience, attempt, leave)
+
+    async def arenew_lease(self, lease: Lease) -> bool:
+        return await self._off(self.renew_lease, lease)
+
+    async def arelease_lease(self, lease: Lease) -> bool:
+        return await self._off(self.release_lease, lease)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+
+
+def _ranges(seqs: list[int]) -> str:
+    if not seqs:
+        return "(none)"
+    return f"{len(seqs)} (seq {seqs[0]}..{seqs[-1]})"
