@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..context import AgentState
+from ..errors import RxAgentError
 
 __all__ = [
     "ANONYMOUS_USER",
@@ -130,7 +131,11 @@ def _who(session_id: str, user_id: str | None) -> str:
     return f"session {session_id!r} of user {user_id!r}"
 
 
-class ConcurrentSessionModificationError(RuntimeError):
+class SessionError(RxAgentError):
+    """A durable-session operation failed (the base of the three below)."""
+
+
+class ConcurrentSessionModificationError(SessionError, RuntimeError):
     """A compare-and-set save found a newer version than the one the writer loaded.
 
     Nothing was written. ``actual_version`` is what the store holds now (``0``: the
@@ -161,7 +166,7 @@ class ConcurrentSessionModificationError(RuntimeError):
             "actual_version": self.actual_version, "user_id": self.user_id})
 
 
-class SessionBusyError(RuntimeError):
+class SessionBusyError(SessionError, RuntimeError):
     """Another owner held the session's lease for the whole ``wait`` a caller allowed."""
 
     def __init__(
@@ -189,7 +194,7 @@ class SessionBusyError(RuntimeError):
             "holder": self.holder, "waited": self.waited})
 
 
-class SessionCorruptError(ValueError):
+class SessionCorruptError(SessionError, ValueError):
     """A stored record cannot be read as a session; the record is left untouched.
 
     ``problem`` says what was wrong (bad JSON, an unknown schema, a foreign record,
