@@ -33,6 +33,7 @@ from .event import (
     RequestStopEvent,
     RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
+    SessionRecoveredEvent,
     TextBlockDeltaEvent,
     TextBlockEndEvent,
     TextBlockStartEvent,
@@ -76,7 +77,15 @@ from .middleware import (
 from .model import ChatModel, ModelError, ScriptedModel
 from .options import GenerateOptions
 from .permissions import Permission
-from .session import InMemorySessionStore, SessionKey, SessionStore
+from .session import (
+    ConcurrentSessionModificationError,
+    ConflictPolicy,
+    InMemorySessionStore,
+    SessionBusyError,
+    SessionCorruptError,
+    SessionKey,
+    SessionStore,
+)
 from .tool import Tool, ToolArgumentError, Toolkit, tool
 
 # The application decides where log records go. Without a handler here, Python's
@@ -89,6 +98,7 @@ if TYPE_CHECKING:
     from .builtin.final_answer import FinalAnswerFilterMiddleware
     from .builtin.tasks import TaskReminderMiddleware, TodoTools
     from .model.openai import OpenAIChatModel
+    from .session import RedisSessionStore, SqliteSessionStore, session_store_from_url
     from .tracing import OtelTracingMiddleware
 
 # Names whose modules pull optional dependencies (httpx, the OpenTelemetry SDK) or
@@ -100,6 +110,9 @@ _LAZY = {
     "TaskReminderMiddleware": "rx_agent.builtin.tasks",
     "TodoTools": "rx_agent.builtin.tasks",
     "ReplyBudgetControlMiddleware": "rx_agent.builtin.budget",
+    "SqliteSessionStore": "rx_agent.session",
+    "RedisSessionStore": "rx_agent.session",
+    "session_store_from_url": "rx_agent.session",
 }
 
 
@@ -134,7 +147,9 @@ __all__ = [
     "AllToolsDeniedEvent",
     "ChatModel",
     "ChatUsage",
+    "ConcurrentSessionModificationError",
     "ConfirmResult",
+    "ConflictPolicy",
     "CustomEvent",
     "DataBlock",
     "DataBlockDeltaEvent",
@@ -165,6 +180,7 @@ __all__ = [
     "ReActAgent",
     "ReActAgentBuilder",
     "ReasoningInput",
+    "RedisSessionStore",
     "ReplyBudgetControlMiddleware",
     "RequestStopEvent",
     "RequireExternalExecutionEvent",
@@ -174,8 +190,12 @@ __all__ = [
     "RuntimeContext",
     "RxAgentError",
     "ScriptedModel",
+    "SessionBusyError",
+    "SessionCorruptError",
     "SessionKey",
+    "SessionRecoveredEvent",
     "SessionStore",
+    "SqliteSessionStore",
     "TaskReminderMiddleware",
     "TextBlock",
     "TextBlockDeltaEvent",
@@ -202,6 +222,7 @@ __all__ = [
     "UserConfirmResultEvent",
     "__version__",
     "parse_event",
+    "session_store_from_url",
     "tool",
 ]
 

@@ -44,6 +44,7 @@ __all__ = [
     "RequestStopEvent",
     "RequireExternalExecutionEvent",
     "RequireUserConfirmEvent",
+    "SessionRecoveredEvent",
     "TextBlockDeltaEvent",
     "TextBlockEndEvent",
     "TextBlockStartEvent",
@@ -391,6 +392,29 @@ class CustomEvent(AgentEvent):
         ) -> None: ...
 
 
+class SessionRecoveredEvent(AgentEvent):
+    """The session was repaired when this call loaded it: a worker that served it stopped
+    mid-acting (killed, crashed), so ``tool_call_ids`` got synthesized INTERRUPTED
+    results. Streamed right after ``AgentStartEvent``; middleware is not replayed."""
+
+    type: Literal["session_recovered"] = "session_recovered"
+    session_id: str
+    tool_call_ids: list[str] = Field(default_factory=list)
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            session_id: str,
+            tool_call_ids: list[str] = ...,
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            source: str | None = ...,
+            metadata: dict[str, Any] = ...,
+        ) -> None: ...
+
+
 AnyEvent = Annotated[
     AgentStartEvent
     | AgentEndEvent
@@ -421,6 +445,7 @@ AnyEvent = Annotated[
     | UserConfirmResultEvent
     | RequireExternalExecutionEvent
     | ExternalExecutionResultEvent
+    | SessionRecoveredEvent
     | CustomEvent,
     Field(discriminator="type"),
 ]

@@ -1,7 +1,9 @@
 """A call's hold on its session: the slot, the state loaded into it, saving, release.
 
 Stores may answer synchronously or with awaitables (see :mod:`rx_agent.session`);
-:func:`load_state` and :func:`save_state` are the one place that tells them apart.
+:func:`load_state` and :func:`save_state` are the one place that tells them apart. A
+durable store (shared by processes) adds a lease, versions and checkpoints
+(:mod:`._durable`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from .._rx import runtime_loop
 from ..context import AgentState
 from ..session import InMemorySessionStore, SessionKey, SessionStore
+from ._durable import DurableHold
 from ._hitl import close_pending
 from ._slots import SessionSlots
 
@@ -48,10 +51,26 @@ class SessionBinding:
     saves it and frees the slot, once, whatever ended the call.
     """
 
-    __slots__ = ("held", "key", "owner", "released", "slots", "state", "store", "sync")
+    __slots__ = (
+        "durable",
+        "held",
+        "key",
+        "owner",
+        "recovered",
+        "released",
+        "slots",
+        "state",
+        "store",
+        "sync",
+    )
 
     def __init__(
-        self, slots: SessionSlots, store: SessionStore, key: SessionKey, owner: object
+        self,
+        slots: SessionSlots,
+        store: SessionStore,
+        key: SessionKey,
+        owner: object,
+        durable: DurableHold | None = None,
     ) -> None:
         self.slots = slots
         self.store = store
@@ -60,6 +79,8 @@ class SessionBinding:
         self.state: AgentState | None = None
         self.held = False
         self.released = False
+        self.durable = durable
+        self.recovered: list[str] = []  # tool calls repaired on load
         # The default store answers at once: finishing needs no task.
         self.sync = type(store) is InMemorySessionStore
 
@@ -69,12 +90,21 @@ class SessionBinding:
         if not self.slots.try_acquire(self.key, self.owner):
             await self.slots.acquire(self.key, self.owner)
         self.held = True
-        loaded = await load_state(self.store, self.key)
+        durable = self.durable
+        loaded = await (durable.acquire() if durable is not None
+                        else load_state(self.store, self.key))
         state = loaded if loaded is not None else AgentState(
             session_id=self.key.session_id, user_id=user_id
         )
+        if durable is not None and loaded is not None:
+            self.recovered = durable.recover(state)
         self.state = state
         return state
+
+    async def checkpoint(self) -> None:
+        """Save mid-call (durable stores only): a crash loses at most the step in flight."""
+        if self.durable is not None and self.state is not None:
+            await self.durable.checkpoint(self.state)
 
     def save(self) -> Awaitable[Any] | None:
         if self.held and self.state is not None:
@@ -87,9 +117,12 @@ class SessionBinding:
             return
         self.released = True
         try:
-            saved = self.save()
-            if saved is not None:
-                await saved
+            if self.durable is not None:
+                await self.durable.release(self.state if self.held else None)
+            else:
+                saved = self.save()
+                if saved is not None:
+                    await saved
         except Exception:
             logger.exception("saving session %s failed", self.key)
         finally:
@@ -101,6 +134,11 @@ class SessionBinding:
             return
         self.released = True
         try:
+            if self.durable is not None:
+                # No loop left to compare-and-set on; the lease expires by itself.
+                logger.error("session %s: the event loop has closed; the state was not "
+                             "saved", self.key)
+                return
             saved = self.save()
             if saved is not None:
                 close = getattr(saved, "close", None)

@@ -19,13 +19,14 @@ from ..middleware.inputs import AgentInput
 from ..model.base import ChatModel
 from ..options import GenerateOptions
 from ..permissions import PermissionRule
-from ..session import SessionStore
+from ..session import ConflictPolicy, SessionStore
 from ..tool.toolkit import Toolkit
 
 __all__ = [
     "AgentInputLike",
     "check_backoff",
     "check_bool",
+    "check_conflict_policy",
     "check_ctx",
     "check_failover_listener",
     "check_generate_options",
@@ -35,6 +36,7 @@ __all__ = [
     "check_name",
     "check_positive",
     "check_rules",
+    "check_seconds",
     "check_session_store",
     "check_str",
     "check_toolkit",
@@ -211,3 +213,25 @@ def check_positive(label: str, value: int) -> None:
         raise TypeError(f"{label} must be an int, not {type(value).__name__}")
     if value <= 0:
         raise ValueError(f"{label} must be > 0, got {value}")
+
+
+def check_seconds(label: str, value: object, *, positive: bool) -> float:
+    """A finite number of seconds (``> 0`` when ``positive``, else ``>= 0``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{label} must be a number of seconds, got {show(value)}")
+    if math.isnan(value) or math.isinf(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{label} must be finite and {bound} seconds, got {value!r}")
+    return float(value)
+
+
+def check_conflict_policy(value: object) -> ConflictPolicy:
+    if isinstance(value, ConflictPolicy):
+        return value
+    if isinstance(value, str):
+        try:
+            return ConflictPolicy(value.upper())
+        except ValueError:
+            pass
+    names = ", ".join(f"ConflictPolicy.{p.name}" for p in ConflictPolicy)
+    raise ValueError(f"conflict_policy must be one of {names}, got {show(value)}")

@@ -17,7 +17,7 @@ from ..middleware._plan import ExecutionPlan
 from ..model.base import ChatModel
 from ..options import GenerateOptions
 from ..permissions import PermissionRule
-from ..session import SessionStore
+from ..session import ConflictPolicy, SessionStore
 from ..tool.toolkit import Toolkit
 
 __all__ = ["MAX_RETRY_AFTER", "AgentConfig", "FailoverListener", "RetryPolicy"]
@@ -77,3 +77,11 @@ class AgentConfig:
     generate_options: GenerateOptions = field(default_factory=GenerateOptions)
     permission_rules: tuple[PermissionRule, ...] = ()
     tool_execution_context: RuntimeContext | None = None
+    session_wait: float = 30.0
+    """Seconds a call waits for a durable session's lease before ``SessionBusyError``."""
+    session_lease_ttl: float = 30.0
+    """Seconds a durable session's lease lives unless renewed (at a third of it)."""
+    conflict_policy: ConflictPolicy = ConflictPolicy.FAIL
+    """What a checkpoint does when a newer writer saved first."""
+    durable: bool = False
+    """Whether the store is durable (leases, versions, checkpoints); set by the agent."""

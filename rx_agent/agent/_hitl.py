@@ -6,6 +6,7 @@ the pure parts it relies on. Permission decisions are in :mod:`rx_agent.permissi
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TypeAlias
 
 from ..context import AgentState
@@ -49,8 +50,8 @@ def check_resume(state: AgentState, event: ResumeEvent, session_id: str) -> None
         ids = [r.id for r in event.tool_results]
     if not ids:
         raise ResumeError(f"the {type(event).__name__} has no results")
-    seen: set[str] = set()
-    duplicates = sorted({i for i in ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+    seen = set(ids)
+    duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
         raise ResumeError(f"duplicate tool call ids: {', '.join(duplicates)}")
     waiting_ids = [c.id for c in pending.tool_calls]

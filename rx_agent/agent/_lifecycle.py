@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from typing import Any
+from typing import Any, cast
 
 import reactivex
 from reactivex import Observable
@@ -30,13 +30,20 @@ from .._rx import (
     subscribe_direct,
 )
 from ..context import RuntimeContext
-from ..event import AgentEndEvent, AgentEvent, AgentResultEvent, AgentStartEvent
+from ..event import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentResultEvent,
+    AgentStartEvent,
+    SessionRecoveredEvent,
+)
 from ..message import Msg, ToolResultState
 from ..middleware.base import Agent, ExtensionPoint
 from ..middleware.inputs import AgentInput
-from ..session import ANONYMOUS_USER, SessionKey
+from ..session import ANONYMOUS_USER, AsyncSessionStore, SessionKey
 from ._binding import SessionBinding
 from ._config import AgentConfig
+from ._durable import DurableHold
 from ._loop import ReActLoop
 from ._slots import SessionSlots
 from ._steps import CallScope, is_event
@@ -104,7 +111,15 @@ class Run:
         tool_ctx = ctx._with_fallback(config.tool_execution_context)
         self.scope = scope = CallScope(agent, config, ctx, tool_ctx)
         key = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id)
-        self.binding = SessionBinding(slots, config.session_store, key, self)
+        durable = None
+        if config.durable:
+            durable = DurableHold(
+                cast(AsyncSessionStore, config.session_store), key, ctx.run_id,
+                ttl=config.session_lease_ttl, wait=config.session_wait,
+                policy=config.conflict_policy,
+            )
+            scope.checkpoint = self._checkpoint
+        self.binding = SessionBinding(slots, config.session_store, key, self, durable)
         self.input = inp
         self.reply_id = new_id()
         self.phase = Phase.NEW
@@ -200,7 +215,12 @@ class Run:
     async def _drive(self, inp: AgentInput, emit: Any) -> None:
         scope = self.scope
         ctx = scope.ctx
-        state = await self.binding.bind(ctx.user_id)
+        try:
+            state = await self.binding.bind(ctx.user_id)
+        except BaseException:
+            # Busy, unreadable or unreachable: the call never entered the pipeline.
+            self.phase = Phase.REFUSED
+            raise
         scope.state = state
         ctx.agent_state = state
         scope.tool_ctx.agent_state = state
@@ -222,9 +242,15 @@ class Run:
             scope.source, session_id=self.key.session_id, reply_id=self.reply_id,
             name=self.config.name, user_id=ctx.user_id,
         ))
+        if self.binding.recovered:
+            emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
+                                            tool_call_ids=list(self.binding.recovered)))
         final = await self.react.run(state, input_messages, inp)
         emit(AgentResultEvent.make(scope.source, result=final))
         emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
+
+    async def _checkpoint(self) -> None:
+        await self.binding.checkpoint()
 
     # -- the end -----------------------------------------------------------------------
 

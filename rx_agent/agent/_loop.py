@@ -111,6 +111,8 @@ class ReActLoop:
                 return scope.close_interrupted(state)
             if scope.stop_request is not None:
                 return scope.close_stopped(state, None)
+            if scope.checkpoint is not None:  # the resumed batch's results are complete
+                await scope.checkpoint()
 
         for iteration in range(1, config.max_iters + 1):
             if scope.interrupted:
@@ -132,6 +134,8 @@ class ReActLoop:
             if scope.stop_request is not None:
                 return scope.close_stopped(state, msg)
             if msg is not None and msg.tool_calls:
+                if scope.checkpoint is not None:  # the calls are stored before they run
+                    await scope.checkpoint()
                 ended = await acting.dispatch(state, msg.tool_calls)
                 if ended is not None:
                     return ended
@@ -139,6 +143,8 @@ class ReActLoop:
                     return scope.close_interrupted(state)
                 if scope.stop_request is not None:
                     return scope.close_stopped(state, None)
+                if scope.checkpoint is not None:  # and their results once complete
+                    await scope.checkpoint()
                 continue
             if msg is not None and msg.has_visible_text:
                 msg.generate_reason = GenerateReason.MODEL_STOP

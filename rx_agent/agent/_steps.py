@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from reactivex import Observable
@@ -67,6 +67,7 @@ class CallScope:
     __slots__ = (
         "affinity",
         "agent",
+        "checkpoint",
         "config",
         "ctx",
         "cut_batch",
@@ -99,6 +100,9 @@ class CallScope:
         # The call's outcome is saved: a cancelled step still unwinding must not
         # append to the context any more.
         self.sealed = False
+        # Saves the state mid-call (durable stores only): after a round's assistant
+        # message and after its tool results.
+        self.checkpoint: Callable[[], Awaitable[None]] | None = None
         # Set by acting while a batch runs: closes it when the step is cut.
         self.cut_batch: Callable[[ToolResultState, str], None] | None = None
 

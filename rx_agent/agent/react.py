@@ -2,39 +2,32 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import threading
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from reactivex import Observable
-from reactivex import abc as rxabc
-
 from .._record import install_java_names, java_name_hint
-from .._rx import (
-    DirectObservable,
-    aiter_observable,
-    refuse_blocking_run,
-    running_loop,
-    subscribe_direct,
-)
 from ..context import RuntimeContext
-from ..errors import RxAgentError
-from ..event import AgentEvent, AgentResultEvent
-from ..message import Msg
 from ..middleware._plan import ExecutionPlan
 from ..middleware.base import MiddlewareBase
 from ..model.base import ChatModel
 from ..options import GenerateOptions
 from ..permissions import PermissionRule
-from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey, SessionStore
+from ..session import (
+    ANONYMOUS_USER,
+    ConflictPolicy,
+    InMemorySessionStore,
+    SessionKey,
+    SessionStore,
+)
 from ..tool.toolkit import Toolkit
 from ._binding import close_paused
+from ._calling import Calling, NoResultError
 from ._checks import (
     AgentInputLike,
     check_backoff,
     check_bool,
+    check_conflict_policy,
     check_ctx,
     check_failover_listener,
     check_generate_options,
@@ -44,23 +37,19 @@ from ._checks import (
     check_name,
     check_positive,
     check_rules,
+    check_seconds,
     check_session_store,
     check_str,
     check_toolkit,
-    normalize,
     show,
 )
 from ._config import AgentConfig, FailoverListener, RetryPolicy
+from ._durable import is_durable
 from ._extensions import enable_tasks
 from ._hitl import ResumeError
-from ._lifecycle import Run
 from ._slots import SessionSlots
 
 __all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]
-
-
-class NoResultError(RxAgentError, RuntimeError):
-    """A call completed without an ``AgentResultEvent`` (a middleware dropped it)."""
 
 
 def _keyword_hint(key: str) -> str | None:
@@ -71,7 +60,7 @@ def _keyword_hint(key: str) -> str | None:
     return None
 
 
-class ReActAgent:
+class ReActAgent(Calling):
     """A reasoning-and-acting agent with a frozen middleware plan.
 
     Build it with keywords (``ReActAgent(name=..., model=...)``) or with
@@ -96,6 +85,9 @@ class ReActAgent:
         generate_options: GenerateOptions | None = None,
         retry_backoff: tuple[float, float] = (0.25, 8.0),
         permission_rules: Iterable[PermissionRule] = (),
+        session_wait: float = 30.0,
+        session_lease_ttl: float = 30.0,
+        conflict_policy: ConflictPolicy | str = ConflictPolicy.FAIL,
     ) -> None:
         check_name(name)
         check_model("model", model)
@@ -119,6 +111,7 @@ class ReActAgent:
         rules = check_rules(permission_rules)
 
         toolkit = toolkit if toolkit is not None else Toolkit()
+        store = session_store if session_store is not None else InMemorySessionStore()
         if enable_task_list:
             registered.append(enable_tasks(toolkit))
         # Everything a run reads, frozen: no setting changes under a call in flight.
@@ -128,7 +121,7 @@ class ReActAgent:
             model=model,
             toolkit=toolkit,
             plan=ExecutionPlan(registered),
-            session_store=session_store if session_store is not None else InMemorySessionStore(),
+            session_store=store,
             max_iters=max_iters,
             retry=RetryPolicy(max_attempts=max_retries, initial_backoff=initial,
                               max_backoff=maximum),
@@ -137,6 +130,11 @@ class ReActAgent:
             generate_options=generate_options or GenerateOptions(),
             permission_rules=rules,
             tool_execution_context=check_ctx(tool_execution_context, "tool_execution_context"),
+            session_wait=check_seconds("session_wait", session_wait, positive=False),
+            session_lease_ttl=check_seconds("session_lease_ttl", session_lease_ttl,
+                                            positive=True),
+            conflict_policy=check_conflict_policy(conflict_policy),
+            durable=is_durable(store),
         )
         self._slots = SessionSlots()
 
@@ -229,110 +227,6 @@ class ReActAgent:
     @property
     def permission_rules(self) -> tuple[PermissionRule, ...]:
         return self._config.permission_rules
-
-    # -- calling -------------------------------------------------------------------
-
-    def stream(
-        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
-    ) -> Observable[AgentEvent]:
-        """A cold Observable of the call's events; each subscription is one execution.
-
-        Subscribe from any thread: inside a running asyncio loop the call runs on that
-        loop; elsewhere on the runtime's own loop.
-        """
-        inp = normalize(msgs)
-        check_ctx(ctx)
-
-        def subscribe(
-            observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
-        ) -> rxabc.DisposableBase:
-            return Run(self, self._config, self._slots, ctx, inp).subscribe(observer, scheduler)
-
-        return DirectObservable(subscribe)
-
-    def call(
-        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
-    ) -> Observable[Msg]:
-        """A cold Observable of the final message (one item)."""
-        events = self.stream(msgs, ctx)
-
-        def subscribe(observer: rxabc.ObserverBase[Msg], scheduler: Any = None) -> Any:
-            refuse_blocking_run(scheduler)
-            result: list[Msg] = []
-
-            def on_next(event: AgentEvent) -> None:
-                if type(event) is AgentResultEvent or isinstance(event, AgentResultEvent):
-                    result[:] = [event.result]
-
-            def on_completed() -> None:
-                if not result:
-                    observer.on_error(NoResultError(
-                        f"agent {self.name!r} completed without an AgentResultEvent "
-                        "(did an on_agent middleware drop it?)"))
-                    return
-                observer.on_next(result[0])
-                observer.on_completed()
-
-            return subscribe_direct(events, on_next, observer.on_error, on_completed)
-
-        return DirectObservable(subscribe)
-
-    async def acall(self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None) -> Msg:
-        """Run one call on the running loop and return the final message.
-
-        Cancelling the awaiting task disposes the call."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Msg] = loop.create_future()
-        box: list[Msg] = []
-
-        def on_error(exc: Exception) -> None:
-            if not future.done():
-                future.set_exception(exc)
-
-        def on_completed() -> None:
-            if not future.done():
-                future.set_result(box[-1])
-
-        subscription = subscribe_direct(self.call(msgs, ctx), box.append, on_error, on_completed)
-        try:
-            return await future
-        finally:
-            subscription.dispose()
-
-    def astream(
-        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
-    ) -> AsyncIterator[AgentEvent]:
-        """``async for event in agent.astream(...)``; leaving the loop early disposes."""
-        return aiter_observable(self.stream(msgs, ctx))
-
-    def call_sync(self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None) -> Msg:
-        """Block this thread until the call ends; not for use inside a running loop."""
-        if running_loop() is not None:
-            raise RuntimeError(
-                "call_sync() would block the running event loop; use `await agent.acall()`"
-            )
-        done = threading.Event()
-        outcome: list[Any] = []
-
-        def on_error(exc: Exception) -> None:
-            outcome[:] = [None, exc]
-            done.set()
-
-        def on_next(msg: Msg) -> None:
-            outcome[:] = [msg, None]
-
-        subscription = subscribe_direct(self.call(msgs, ctx), on_next, on_error, done.set)
-        try:
-            while not done.wait(0.1):  # a timeout keeps Ctrl-C responsive
-                pass
-        except BaseException:
-            subscription.dispose()
-            raise
-        msg, error = outcome
-        if error is not None:
-            raise error
-        assert isinstance(msg, Msg)
-        return msg
 
     # -- control -------------------------------------------------------------------
 
@@ -432,6 +326,22 @@ class ReActAgentBuilder:
     def session_store(self, store: SessionStore) -> ReActAgentBuilder:
         check_session_store(store)
         return self._set("session_store", store)
+
+    def session_wait(self, seconds: float) -> ReActAgentBuilder:
+        """Seconds a call waits for a durable session another worker is serving
+        (default 30), then fails with ``SessionBusyError``."""
+        return self._set("session_wait", check_seconds("session_wait", seconds,
+                                                       positive=False))
+
+    def session_lease_ttl(self, seconds: float) -> ReActAgentBuilder:
+        """Seconds a durable session's lease lives unless renewed (default 30; renewed
+        at a third of it while a call runs): how soon a crashed worker's session frees."""
+        return self._set("session_lease_ttl", check_seconds("session_lease_ttl", seconds,
+                                                            positive=True))
+
+    def conflict_policy(self, policy: ConflictPolicy | str) -> ReActAgentBuilder:
+        """What a save does when a newer writer saved first (default ``FAIL``)."""
+        return self._set("conflict_policy", check_conflict_policy(policy))
 
     def permission_rule(
         self,

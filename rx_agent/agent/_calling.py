@@ -1,0 +1,151 @@
+"""The four ways to call an agent: ``stream``, ``call``, ``acall`` / ``astream`` and
+``call_sync``; each subscription of ``stream`` is one :class:`Run`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from reactivex import Observable
+from reactivex import abc as rxabc
+
+from .._rx import (
+    DirectObservable,
+    aiter_observable,
+    refuse_blocking_run,
+    running_loop,
+    subscribe_direct,
+)
+from ..context import RuntimeContext
+from ..errors import RxAgentError
+from ..event import AgentEvent, AgentResultEvent
+from ..message import Msg
+from ..middleware.types import Agent
+from ._checks import AgentInputLike, check_ctx, normalize
+from ._config import AgentConfig
+from ._lifecycle import Run
+from ._slots import SessionSlots
+
+__all__ = ["Calling", "NoResultError"]
+
+
+class NoResultError(RxAgentError, RuntimeError):
+    """A call completed without an ``AgentResultEvent`` (a middleware dropped it)."""
+
+
+class Calling:
+    """The calling half of :class:`ReActAgent` (it owns ``_config`` and ``_slots``)."""
+
+    _config: AgentConfig
+    _slots: SessionSlots
+
+    @property
+    def name(self) -> str:
+        return self._config.name
+
+    # -- calling -------------------------------------------------------------------
+
+    def stream(
+        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
+    ) -> Observable[AgentEvent]:
+        """A cold Observable of the call's events; each subscription is one execution.
+
+        Subscribe from any thread: inside a running asyncio loop the call runs on that
+        loop; elsewhere on the runtime's own loop.
+        """
+        inp = normalize(msgs)
+        check_ctx(ctx)
+
+        def subscribe(
+            observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+        ) -> rxabc.DisposableBase:
+            run = Run(cast(Agent, self), self._config, self._slots, ctx, inp)
+            return run.subscribe(observer, scheduler)
+
+        return DirectObservable(subscribe)
+
+    def call(
+        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
+    ) -> Observable[Msg]:
+        """A cold Observable of the final message (one item)."""
+        events = self.stream(msgs, ctx)
+
+        def subscribe(observer: rxabc.ObserverBase[Msg], scheduler: Any = None) -> Any:
+            refuse_blocking_run(scheduler)
+            result: list[Msg] = []
+
+            def on_next(event: AgentEvent) -> None:
+                if type(event) is AgentResultEvent or isinstance(event, AgentResultEvent):
+                    result[:] = [event.result]
+
+            def on_completed() -> None:
+                if not result:
+                    observer.on_error(NoResultError(
+                        f"agent {self.name!r} completed without an AgentResultEvent "
+                        "(did an on_agent middleware drop it?)"))
+                    return
+                observer.on_next(result[0])
+                observer.on_completed()
+
+            return subscribe_direct(events, on_next, observer.on_error, on_completed)
+
+        return DirectObservable(subscribe)
+
+    async def acall(self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None) -> Msg:
+        """Run one call on the running loop and return the final message.
+
+        Cancelling the awaiting task disposes the call."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Msg] = loop.create_future()
+        box: list[Msg] = []
+
+        def on_error(exc: Exception) -> None:
+            if not future.done():
+                future.set_exception(exc)
+
+        def on_completed() -> None:
+            if not future.done():
+                future.set_result(box[-1])
+
+        subscription = subscribe_direct(self.call(msgs, ctx), box.append, on_error, on_completed)
+        try:
+            return await future
+        finally:
+            subscription.dispose()
+
+    def astream(
+        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """``async for event in agent.astream(...)``; leaving the loop early disposes."""
+        return aiter_observable(self.stream(msgs, ctx))
+
+    def call_sync(self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None) -> Msg:
+        """Block this thread until the call ends; not for use inside a running loop."""
+        if running_loop() is not None:
+            raise RuntimeError(
+                "call_sync() would block the running event loop; use `await agent.acall()`"
+            )
+        done = threading.Event()
+        outcome: list[Any] = []
+
+        def on_error(exc: Exception) -> None:
+            outcome[:] = [None, exc]
+            done.set()
+
+        def on_next(msg: Msg) -> None:
+            outcome[:] = [msg, None]
+
+        subscription = subscribe_direct(self.call(msgs, ctx), on_next, on_error, done.set)
+        try:
+            while not done.wait(0.1):  # a timeout keeps Ctrl-C responsive
+                pass
+        except BaseException:
+            subscription.dispose()
+            raise
+        msg, error = outcome
+        if error is not None:
+            raise error
+        assert isinstance(msg, Msg)
+        return msg

@@ -1,0 +1,153 @@
+"""A call's hold on a durable session: the lease, the loaded version, checkpoints.
+
+With a store that other processes share (SQLite, Redis), one in-process slot is not
+enough: a call takes the session's lease (one writer across processes), renews it
+at a third of its ttl while it runs, loads the state with its version, and saves with
+compare-and-set at every checkpoint. A writer that lost its lease and saves an old
+version is fenced (:class:`ConcurrentSessionModificationError` under
+``ConflictPolicy.FAIL``), never overwriting newer state; releasing checks the lease's
+token, so it never frees the new owner's lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+
+from ..context import AgentState
+from ..message import ToolResultState
+from ..session import (
+    AsyncSessionStore,
+    ConcurrentSessionModificationError,
+    ConflictPolicy,
+    InMemorySessionStore,
+    Lease,
+    SessionKey,
+    SessionStore,
+    asave_with_policy,
+)
+from ._results import close_unanswered
+
+__all__ = ["RECOVERED_TEXT", "DurableHold", "is_durable"]
+
+logger = logging.getLogger("rx_agent")
+
+RECOVERED_TEXT = "Interrupted: the worker serving this session stopped before the tool finished."
+
+_HOST = socket.gethostname()
+
+
+def is_durable(store: SessionStore) -> bool:
+    """Whether calls on ``store`` take leases and save by compare-and-set (decided once
+    per agent: the in-memory store keeps the live object and needs neither)."""
+    return not isinstance(store, InMemorySessionStore) and isinstance(store, AsyncSessionStore)
+
+
+class DurableHold:
+    """The lease and version of one call on a durable session."""
+
+    __slots__ = (
+        "base_len",
+        "fenced",
+        "key",
+        "lease",
+        "owner",
+        "policy",
+        "renewer",
+        "store",
+        "ttl",
+        "version",
+        "wait",
+    )
+
+    def __init__(
+        self,
+        store: AsyncSessionStore,
+        key: SessionKey,
+        run_id: str,
+        *,
+        ttl: float,
+        wait: float,
+        policy: ConflictPolicy,
+    ) -> None:
+        self.store = store
+        self.key = key
+        self.owner = f"{_HOST}:{os.getpid()}:{run_id}"
+        self.ttl = ttl
+        self.wait = wait
+        self.policy = policy
+        self.lease: Lease | None = None
+        self.renewer: asyncio.Task[None] | None = None
+        self.version = 0
+        self.base_len = 0  # where this call's messages start (for APPEND_MERGE)
+        self.fenced = False  # a newer writer won: this call writes nothing more
+
+    async def acquire(self) -> AgentState | None:
+        """Take the lease (waiting up to ``wait``: else ``SessionBusyError``) and load."""
+        self.lease = await self.store.aacquire_lease(self.key, self.owner, self.ttl, self.wait)
+        self.renewer = asyncio.get_running_loop().create_task(self._renew(self.lease))
+        state, self.version = await self.store.aload_versioned(self.key)
+        if state is not None:
+            self.base_len = len(state.context)
+        return state
+
+    @staticmethod
+    def recover(state: AgentState) -> list[str]:
+        """Answer the tool calls a stopped worker left open; their ids."""
+        if state.pending is not None:  # a paused reply's calls are waiting, not orphans
+            return []
+        blocks = close_unanswered(state, ToolResultState.INTERRUPTED, RECOVERED_TEXT)
+        return [b.id for b in blocks]
+
+    async def checkpoint(self, state: AgentState) -> None:
+        """Save ``state`` by compare-and-set on the version this call holds."""
+        if self.fenced:
+            return
+        try:
+            outcome = await asave_with_policy(self.store, self.key, state, self.version,
+                                              self.policy, self.base_len)
+        except ConcurrentSessionModificationError:
+            self.fenced = True
+            raise
+        if outcome.state is not state:  # APPEND_MERGE: go on from the merged state
+            state.context[:] = outcome.state.context
+            state.pending = outcome.state.pending
+            state.permission_rules[:] = outcome.state.permission_rules
+            state.data = outcome.state.data
+        self.version = outcome.version
+        self.base_len = outcome.base_len
+
+    async def release(self, state: AgentState | None) -> None:
+        """The last checkpoint (unless fenced), then the lease goes (only if still ours)."""
+        renewer, self.renewer = self.renewer, None
+        if renewer is not None:
+            renewer.cancel()
+        try:
+            if state is not None and self.lease is not None:
+                await self.checkpoint(state)
+        except ConcurrentSessionModificationError as exc:
+            logger.warning("session %s: not saved, a newer writer holds it (%s)", self.key, exc)
+        finally:
+            lease, self.lease = self.lease, None
+            if lease is not None:
+                try:
+                    await self.store.arelease_lease(lease)
+                except Exception:
+                    logger.exception("releasing the lease of session %s failed", self.key)
+
+    async def _renew(self, lease: Lease) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            while True:
+                await asyncio.sleep(lease.ttl / 3)
+                try:
+                    held = await self.store.arenew_lease(lease)
+                except Exception:
+                    logger.exception("renewing the lease of session %s failed", self.key)
+                    continue
+                if not held:
+                    # Another worker took over: the next compare-and-set fences this call.
+                    logger.warning("session %s: lease lost (expired or taken)", self.key)
+                    return
