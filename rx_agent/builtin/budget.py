@@ -15,7 +15,7 @@ instance can be shared by agents and concurrent calls.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 import reactivex
@@ -25,7 +25,7 @@ from reactivex import abc as rxabc
 from ..context import RuntimeContext
 from ..event import AgentEvent, HintBlockEvent, ModelCallEndEvent
 from ..message import HintBlock, Msg, Role
-from ..middleware import Agent, ExtensionPoint, MiddlewareBase, ReasoningInput
+from ..middleware import Agent, ExtensionPoint, Handler, MiddlewareBase, ReasoningInput
 
 __all__ = ["DEFAULT_BUDGET_HINT", "BudgetUsage", "ReplyBudgetControlMiddleware"]
 
@@ -141,7 +141,7 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: ReasoningInput,
-        next: Callable[[ReasoningInput], Observable[AgentEvent]],
+        next: Handler[ReasoningInput],
     ) -> Observable[AgentEvent]:
         usage = self.usage(ctx)
         announce: Observable[AgentEvent] | None = None

@@ -8,7 +8,7 @@ round's text events back and decides at ``ModelCallEndEvent``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from reactivex import Observable
@@ -24,7 +24,7 @@ from ..event import (
     TextBlockStartEvent,
     ToolCallStartEvent,
 )
-from ..middleware import Agent, ExtensionPoint, MiddlewareBase, ReasoningInput
+from ..middleware import Agent, ExtensionPoint, Handler, MiddlewareBase, ReasoningInput
 
 __all__ = ["FinalAnswerFilterMiddleware"]
 
@@ -58,7 +58,7 @@ class FinalAnswerFilterMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: ReasoningInput,
-        next: Callable[[ReasoningInput], Observable[AgentEvent]],
+        next: Handler[ReasoningInput],
     ) -> Observable[AgentEvent]:
         source = next(input)
 

@@ -11,7 +11,7 @@ round.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -22,7 +22,7 @@ from ..context import AgentState, RuntimeContext
 from ..errors import RxAgentError
 from ..event import AgentEvent
 from ..message import Msg, Role, TextBlock
-from ..middleware import Agent, ExtensionPoint, MiddlewareBase, ReasoningInput
+from ..middleware import Agent, ExtensionPoint, Handler, MiddlewareBase, ReasoningInput
 from ..tool import Toolkit, tool
 
 __all__ = [
@@ -183,7 +183,7 @@ class TaskReminderMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: ReasoningInput,
-        next: Callable[[ReasoningInput], Observable[AgentEvent]],
+        next: Handler[ReasoningInput],
     ) -> Observable[AgentEvent]:
         reminder = self.reminder(read_tasks(ctx.agent_state))
         return next(input.with_(messages=(*input.messages, reminder)))

@@ -16,7 +16,7 @@ Span bookkeeping lives in ``_spans``; what each span reads from the events, in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -33,6 +33,7 @@ from ..middleware import (
     Agent,
     AgentInput,
     ExtensionPoint,
+    Handler,
     MiddlewareBase,
     ModelCallInput,
 )
@@ -131,7 +132,7 @@ class OtelTracingMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: AgentInput,
-        next: Callable[[AgentInput], Observable[AgentEvent]],
+        next: Handler[AgentInput],
     ) -> Observable[AgentEvent]:
         tracer = self._tracer()
         if tracer is None:
@@ -172,7 +173,7 @@ class OtelTracingMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: ModelCallInput,
-        next: Callable[[ModelCallInput], Observable[AgentEvent]],
+        next: Handler[ModelCallInput],
     ) -> Observable[AgentEvent]:
         tracer = self._tracer()
         if tracer is None:
@@ -225,7 +226,7 @@ class OtelTracingMiddleware(MiddlewareBase):
         agent: Agent,
         ctx: RuntimeContext,
         input: ActingInput,
-        next: Callable[[ActingInput], Observable[AgentEvent]],
+        next: Handler[ActingInput],
     ) -> Observable[AgentEvent]:
         tracer = self._tracer()
         if tracer is None:
