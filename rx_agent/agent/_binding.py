@@ -111,22 +111,23 @@ class SessionBinding:
             return save_state(self.store, self.key, self.state)
         return None
 
-    async def release(self) -> None:
-        """Save the state and free the slot (once)."""
+    async def release(self) -> BaseException | None:
+        """Save the state and free the slot (once). With a durable store, returns what
+        kept the state from being saved (the call should fail with it)."""
         if self.released:
-            return
+            return None
         self.released = True
         try:
             if self.durable is not None:
-                await self.durable.release(self.state if self.held else None)
-            else:
-                saved = self.save()
-                if saved is not None:
-                    await saved
+                return await self.durable.release(self.state if self.held else None)
+            saved = self.save()
+            if saved is not None:
+                await saved
         except Exception:
             logger.exception("saving session %s failed", self.key)
         finally:
             self._free()
+        return None
 
     def release_now(self) -> None:
         """:meth:`release` without waiting (a synchronous store, or a closed loop)."""

@@ -80,13 +80,16 @@ class ChunkConverter:
         self.seen_chunk = True
         kind = type(chunk)
         if kind is TextChunk:
-            if chunk.text:
+            text = chunk.text
+            if text:
                 if self._open_kind != _TEXT:
                     self._open(_TEXT)
+                if not text.isascii():  # the stream must stay serializable
+                    text = scrub(text)
                 self._emit(
                     _delta_make(
                         self._source, reply_id=self.reply_id, block_id=self._open_id,
-                        delta=scrub(chunk.text),
+                        delta=text,
                     )
                 )
         elif kind is ThinkingChunk:

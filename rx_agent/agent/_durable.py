@@ -120,16 +120,20 @@ class DurableHold:
         self.version = outcome.version
         self.base_len = outcome.base_len
 
-    async def release(self, state: AgentState | None) -> None:
-        """The last checkpoint (unless fenced), then the lease goes (only if still ours)."""
+    async def release(self, state: AgentState | None) -> BaseException | None:
+        """The last checkpoint (unless fenced), then the lease goes (only if still ours).
+
+        Returns what kept the state from being saved (a newer writer under
+        ``ConflictPolicy.FAIL``, an unreachable store): the call fails with it."""
         renewer, self.renewer = self.renewer, None
         if renewer is not None:
             renewer.cancel()
         try:
             if state is not None and self.lease is not None:
                 await self.checkpoint(state)
-        except ConcurrentSessionModificationError as exc:
-            logger.warning("session %s: not saved, a newer writer holds it (%s)", self.key, exc)
+        except Exception as exc:
+            logger.warning("session %s: the state was not saved (%s)", self.key, exc)
+            return exc
         finally:
             lease, self.lease = self.lease, None
             if lease is not None:
@@ -137,6 +141,7 @@ class DurableHold:
                     await self.store.arelease_lease(lease)
                 except Exception:
                     logger.exception("releasing the lease of session %s failed", self.key)
+        return None
 
     async def _renew(self, lease: Lease) -> None:
         with contextlib.suppress(asyncio.CancelledError):

@@ -46,7 +46,7 @@ from ._config import AgentConfig
 from ._durable import DurableHold
 from ._loop import ReActLoop
 from ._slots import SessionSlots
-from ._steps import CallScope, is_event
+from ._steps import EVENT_TYPES, CallScope, is_event
 
 __all__ = ["Phase", "Run"]
 
@@ -177,7 +177,7 @@ class Run:
             return
         if type(event) is AgentResultEvent:
             self.result = event.result
-        elif not is_event(event):
+        elif type(event) not in EVENT_TYPES and not is_event(event):
             if self.subscription is not None:
                 self.subscription.dispose()
             self._finish(self.scope.not_an_event(ExtensionPoint.ON_AGENT, event))
@@ -286,7 +286,9 @@ class Run:
                 error = outcome_error
         finally:
             self._seal()
-            await self.binding.release()
+            unsaved = await self.binding.release()
+        if error is None and unsaved is not None:
+            error = unsaved  # a durable store refused the state: the caller must know
         self._deliver(observer, error)
 
     def _deliver(

@@ -25,7 +25,7 @@ from ._acting import Acting
 from ._blocks import MessageAccumulator
 from ._hitl import check_resume
 from ._model_call import ModelAttempts
-from ._steps import CallScope, Interrupted, is_event
+from ._steps import EVENT_TYPES, CallScope, Interrupted, is_event
 
 __all__ = ["ReActLoop", "Round"]
 
@@ -161,11 +161,9 @@ class ReActLoop:
     async def reason(self, rin: ReasoningInput, rnd: Round) -> Msg | None:
         """One reasoning step through the ``on_reasoning`` chain; the round's message."""
         self.round = rnd
-        capture = rnd.capture
-        assert capture is not None
         try:
             await self.scope.run_step(self.reasoning_chain(rin), ExtensionPoint.ON_REASONING,
-                                      capture.feed)
+                                      rnd)
         finally:
             self.round = None
         if rnd.msg is None and rnd.capture is not None and not rnd.capture.empty:
@@ -221,7 +219,7 @@ class ReActLoop:
                 nonlocal failed
                 if failed:
                     return
-                if not is_event(event):
+                if type(event) not in EVENT_TYPES and not is_event(event):
                     failed = True
                     observer.on_error(scope.not_an_event(ExtensionPoint.ON_MODEL_CALL, event))
                     return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from reactivex import Observable
 from reactivex import abc as rxabc
@@ -23,10 +23,11 @@ from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent, RequestStopEvent
 from ..message import GenerateReason, Msg, Role, ToolResultState
 from ..middleware.base import Agent, ExtensionPoint
+from ._blocks import MessageAccumulator
 from ._config import AgentConfig
 from ._results import close_unanswered, emit_result_events
 
-__all__ = ["CallScope", "Interrupted", "is_event"]
+__all__ = ["EVENT_TYPES", "CallScope", "Captures", "Interrupted", "is_event"]
 
 # Which thread a signal arrives on decides whether it must hop back to the loop.
 # get_ident is ~5x cheaper than asyncio's get_running_loop (which checks the pid).
@@ -36,17 +37,24 @@ _INTERRUPTED_TEXT = "The reply was interrupted."
 
 # Event classes seen so far: an exact-type set lookup is much cheaper per event than
 # isinstance against pydantic's ABC metaclass; a new subclass is added on first sight.
-_EVENT_TYPES: set[type] = set()
+EVENT_TYPES: set[type] = set()
 
 
 def is_event(item: object) -> bool:
-    """Whether ``item`` is an :class:`AgentEvent` (cheap for known classes)."""
-    if type(item) in _EVENT_TYPES:
+    """Whether ``item`` is an :class:`AgentEvent`. Per-event paths test
+    ``type(item) in EVENT_TYPES`` inline first and call this only for a new class."""
+    if type(item) in EVENT_TYPES:
         return True
     if isinstance(item, AgentEvent):
-        _EVENT_TYPES.add(type(item))
+        EVENT_TYPES.add(type(item))
         return True
     return False
+
+
+class Captures(Protocol):
+    """A round whose ``capture`` (while not ``None``) is fed what leaves the chain."""
+
+    capture: MessageAccumulator | None
 
 
 class Interrupted(Exception):
@@ -131,13 +139,13 @@ class CallScope:
         self,
         source: Observable[AgentEvent],
         point: ExtensionPoint | None,
-        feed: Callable[[AgentEvent], None] | None = None,
+        rnd: Captures | None = None,
     ) -> None:
         """Run one step's stream to completion, forwarding its events to the caller.
 
         ``point`` is the hook chain the stream leaves: its items are checked and stop
-        requests watched there (``None`` for the core's own stream). ``feed`` also
-        sees every event (the round's message capture).
+        requests watched there (``None`` for the core's own stream). While ``rnd`` has a
+        capture, it is fed every event (a round ``on_reasoning`` answers by itself).
         """
         where = self.affinity
         assert where is not None
@@ -162,13 +170,15 @@ class CallScope:
                     return
                 if future.done():  # cut short: late events of a cancelled step
                     return
-                if type(event) not in _EVENT_TYPES and not is_event(event):
+                if type(event) not in EVENT_TYPES and not is_event(event):
                     future.set_exception(self.not_an_event(point, event))
                     return
                 if isinstance(event, RequestStopEvent) and self.stop_request is None:
                     self.stop_request = event
-                if feed is not None:
-                    feed(event)
+                if rnd is not None:
+                    capture = rnd.capture  # dropped once the model answers
+                    if capture is not None:
+                        capture.feed(event)
                 emit(event)
         else:
 
