@@ -51,6 +51,7 @@ from .middleware.base import Agent
 from .middleware.types import Handler
 from .model import ChatModel, ModelChunk, ScriptedModel
 from .options import GenerateOptions
+from .session import SessionStore
 from .tool import Toolkit, tool
 
 __all__ = [
@@ -371,10 +372,14 @@ def build_demo_agent(delay: float = DEFAULT_DELAY, *, city: str = "Paris") -> Re
 
 
 def _assemble(
-    name: str, model: ChatModel, sys_prompt: str, tools: Sequence[Any]
+    name: str, model: ChatModel, sys_prompt: str, tools: Sequence[Any],
+    session_store: SessionStore | None = None,
 ) -> ReActAgent:
+    builder = ReActAgent.builder()
+    if session_store is not None:
+        builder = builder.session_store(session_store)
     return (
-        ReActAgent.builder()
+        builder
         .name(name)
         .sys_prompt(sys_prompt)
         .model(model)
@@ -426,6 +431,9 @@ def build_chat_agent(
     model: ChatModel,
     sys_prompt: str = "You are a helpful assistant in a terminal chat. Be concise. "
     "Use the tools when they help.",
+    *,
+    session_store: SessionStore | None = None,
 ) -> ReActAgent:
     """The ``rx-agent chat`` agent: the demo's middlewares and three small tools."""
-    return _assemble("assistant", model, sys_prompt, [calculate, current_time, get_weather])
+    return _assemble("assistant", model, sys_prompt, [calculate, current_time, get_weather],
+                     session_store)

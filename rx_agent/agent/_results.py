@@ -43,32 +43,66 @@ def close_unanswered(
     text: str,
     only: Collection[str] | None = None,
 ) -> list[ToolResultBlock]:
-    """Append a synthesized result for every tool call in the context that has none
-    (only the calls in ``only`` when given) and return those results in call order."""
+    """Give every tool call without a result a synthesized one (only the calls in
+    ``only`` when given, which must belong to the last batch) and return those results
+    in call order.
+
+    A result answers a call only inside its batch: the tool messages right after the
+    assistant message that made the call (models reuse ids such as ``call_1`` across
+    turns). A synthesized result goes where the model expects it: after its batch's
+    results, before whatever came next.
+    """
+    context = state.context
+    if only is not None:
+        return _close_last_batch(state, result_state, text, only)
+    out: list[Msg] = []
+    written: list[ToolResultBlock] = []
+    waiting: list[ToolUseBlock] = []
+
+    def flush() -> None:
+        for call in waiting:
+            block = ToolResultBlock(id=call.id, name=call.name, output=text, state=result_state)
+            written.append(block)
+            out.append(Msg.make(Role.TOOL, [block], block.name))
+        waiting.clear()
+
+    for msg in context:
+        if msg.role is Role.TOOL:
+            answered = {b.id for b in msg.tool_results}
+            waiting[:] = [c for c in waiting if c.id not in answered]
+        else:
+            flush()
+            if msg.role is Role.ASSISTANT:
+                waiting.extend(msg.tool_calls)
+        out.append(msg)
+    flush()
+    if written:
+        context[:] = out
+    return written
+
+
+def _close_last_batch(
+    state: AgentState, result_state: ToolResultState, text: str, only: Collection[str]
+) -> list[ToolResultBlock]:
+    # The batch's calls and results sit at the end: scan back to its message instead
+    # of the whole conversation.
     context = state.context
     answered: set[str] = set()
-    start = 0
-    if only is not None:
-        # The calls and results of one batch sit at the end: scan back to its message
-        # instead of the whole conversation.
-        for i in range(len(context) - 1, -1, -1):
-            msg = context[i]
-            if msg.role is Role.TOOL:
-                answered.update(b.id for b in msg.tool_results)
-            elif msg.role is Role.ASSISTANT and any(c.id in only for c in msg.tool_calls):
-                start = i
-                break
-    else:
-        answered = {b.id for m in context if m.role is Role.TOOL for b in m.tool_results}
-    written: list[ToolResultBlock] = []
-    for msg in context[start:]:
-        if msg.role is not Role.ASSISTANT:
-            continue
-        for call in msg.tool_calls:
-            if call.id not in answered and (only is None or call.id in only):
-                answered.add(call.id)
-                written.append(ToolResultBlock(id=call.id, name=call.name, output=text,
-                                               state=result_state))
+    start = len(context)
+    for i in range(len(context) - 1, -1, -1):
+        msg = context[i]
+        if msg.role is Role.TOOL:
+            answered.update(b.id for b in msg.tool_results)
+        elif msg.role is Role.ASSISTANT and any(c.id in only for c in msg.tool_calls):
+            start = i
+            break
+        else:
+            return []  # not the last batch: nothing here to answer
+    written = [
+        ToolResultBlock(id=call.id, name=call.name, output=text, state=result_state)
+        for call in (context[start].tool_calls if start < len(context) else [])
+        if call.id in only and call.id not in answered
+    ]
     for block in written:
         record_result(state, block)
     return written

@@ -8,6 +8,8 @@ import math
 from .._version import __version__
 from ._base import DEFAULT_OPENAI_MODEL, PROG
 from ._commands import cmd_chat, cmd_demo, cmd_plan
+from ._sessions import cmd_sessions_delete, cmd_sessions_list, cmd_sessions_show
+from ._store import STORE_ENV, default_store_help
 
 __all__ = ["build_parser"]
 
@@ -52,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         "current reply; Ctrl-D or /exit quits. The endpoint comes from the options or "
         "from OPENAI_BASE_URL, OPENAI_API_KEY and RX_AGENT_MODEL.",
         epilog="Commands inside the chat: /exit, /new (start a fresh session), /help. "
-        "Sessions live in memory: they last as long as this process.",
+        "Without --session or --store the conversation lives in memory and ends with this "
+        "process; with either it is saved to the session store after every step, and "
+        "running the same command again continues it (`rx-agent sessions` lists them).",
     )
     chat.add_argument(
         "--base-url",
@@ -72,10 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--session",
         metavar="NAME",
-        default="chat",
-        help="the session to talk in (default: %(default)s); every message of this "
-        "process continues it",
+        type=_non_empty,
+        help="the session to talk in, saved to the session store (see --store) and "
+        "continued by the next `rx-agent chat --session NAME`; without it (and without "
+        "--store) the session 'chat' lives in memory only",
     )
+    chat.add_argument(
+        "--user",
+        metavar="USER",
+        type=_non_empty,
+        help="the user the session belongs to (default: anonymous)",
+    )
+    _add_store_option(chat, "where the session is saved")
     chat.add_argument("--system", metavar="PROMPT", help="replace the default system prompt")
     chat.add_argument(
         "--offline",
@@ -104,7 +116,81 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--no-color", action="store_true", help="plain text, no colours or styles")
     plan.set_defaults(handler=cmd_plan)
+    _add_sessions(commands)
     return parser
+
+
+def _add_store_option(parser: argparse.ArgumentParser, what: str = "the session store") -> None:
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help=f"{what}: memory://, sqlite:///relative.db, sqlite:////absolute.db or "
+        f"redis://host:port/db[?prefix=NAME]; default: {default_store_help()}",
+    )
+
+
+def _add_sessions(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    sessions = commands.add_parser(
+        "sessions",
+        help="list, show or delete the sessions in a session store",
+        description="Inspect a session store: the SQLite file `rx-agent chat --session` "
+        f"writes by default, ${STORE_ENV}, or any --store URL (a Redis server your "
+        "services share, say). Nothing here creates a database.",
+    )
+    actions = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = actions.add_parser(
+        "list",
+        help="a table of the stored sessions",
+        description="A table of the stored sessions: user, session, message count and "
+        "the time of the last message.",
+    )
+    listing.add_argument("--user", metavar="USER", type=_non_empty,
+                         help="only this user's sessions (default: every user's)")
+    _add_sessions_common(listing)
+    listing.set_defaults(handler=cmd_sessions_list)
+
+    show = actions.add_parser(
+        "show",
+        help="the messages of one session",
+        description="Every message of SESSION in order: role, text, thinking, tool calls "
+        "and tool results, and why the model stopped (generate_reason).",
+    )
+    _add_session_target(show)
+    _add_sessions_common(show)
+    show.set_defaults(handler=cmd_sessions_show)
+
+    delete = actions.add_parser(
+        "delete",
+        help="delete one session",
+        description="Delete SESSION and its messages; exits with status 1 when there is "
+        "no such session. Do not delete a session a running agent is serving.",
+    )
+    _add_session_target(delete)
+    _add_sessions_common(delete, table=False)
+    delete.set_defaults(handler=cmd_sessions_delete)
+
+
+def _add_session_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", metavar="SESSION", type=_non_empty, help="the session id")
+    parser.add_argument(
+        "--user",
+        metavar="USER",
+        type=_non_empty,
+        help="the user the session belongs to (default: the one user that has a session "
+        "of that name; anonymous sessions belong to __anon__)",
+    )
+
+
+def _add_sessions_common(parser: argparse.ArgumentParser, table: bool = True) -> None:
+    _add_store_option(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document on stdout instead of text")
+    if table:
+        parser.add_argument("--no-color", action="store_true",
+                            help="plain text, no colours or styles")
 
 
 def _add_display_options(parser: argparse.ArgumentParser, delay_note: str = "") -> None:
@@ -122,6 +208,12 @@ def _add_display_options(parser: argparse.ArgumentParser, delay_note: str = "") 
         help=f"seconds before each chunk of the scripted model{delay_note}; default 0.02, "
         "0 is instant",
     )
+
+
+def _non_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def _non_negative_float(text: str) -> float:

@@ -30,12 +30,14 @@ from ._base import (
 )
 from ._pump import pump
 from ._render import Renderer
+from ._store import StoreChoice, choose_store, close_store, key_for, open_store, store_errors
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from rich.console import Console, RenderableType
 
     from ..agent import ReActAgent
     from ..model import ChatModel
+    from ._store import AnyStore
 
 __all__ = ["cmd_chat", "cmd_demo", "cmd_plan"]
 
@@ -260,16 +262,46 @@ def _read_line(prompt: str) -> str | None:
 def cmd_chat(args: argparse.Namespace) -> int:
     model, described = _chat_model(args)
     console = make_console(args.no_color)
+    # --session or --store: a durable conversation; neither: today's in-memory chat.
+    store = None
+    choice = None
+    if args.session is not None or args.store is not None:
+        choice = choose_store(args.store)
+        store = open_store(choice, create=True)
+    try:
+        return _chat(args, model, described, console, store, choice)
+    finally:
+        close_store(store)
+
+
+def _chat(
+    args: argparse.Namespace,
+    model: ChatModel,
+    described: str,
+    console: Console,
+    store: AnyStore | None,
+    choice: StoreChoice | None,
+) -> int:
     from .._demo import build_chat_agent
 
-    agent = build_chat_agent(model, args.system) if args.system else build_chat_agent(model)
+    agent = (build_chat_agent(model, args.system, session_store=store) if args.system
+             else build_chat_agent(model, session_store=store))
     if sys.stdin.isatty():
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401  (line editing and history for input())
 
-    session = args.session
+    base = args.session or "chat"
+    session = base
     fresh = 0
     console.print(f"[bold]rx-agent chat[/] · {described} · session {session!r}", soft_wrap=True)
+    if store is not None and choice is not None:
+        with store_errors(choice):
+            # Read now: a corrupt record or an unreachable server fails before typing.
+            earlier = store.load(key_for(args.user, session))
+        n = len(earlier.context) if earlier is not None else 0
+        status = f"continuing, {n} earlier message(s)" if n else "new"
+        console.print(f"{status} · saved to {choice.shown}", style="dim", markup=False,
+                      soft_wrap=True)
     console.print(_CHAT_HELP, style="dim", markup=False, soft_wrap=True)
     shown_prompts: set[str] = set()
     answered = False
@@ -294,11 +326,19 @@ def cmd_chat(args: argparse.Namespace) -> int:
             continue
         if text == "/new":
             fresh += 1
-            session = f"{args.session}-{fresh}"
+            session = f"{base}-{fresh}"
+            if store is not None and choice is not None:
+                with store_errors(choice):
+                    # A stored NAME-k is an old conversation, not a fresh one.
+                    taken = {k.session_id
+                             for k in store.list_sessions(key_for(args.user, base).user_id)}
+                while session in taken:
+                    fresh += 1
+                    session = f"{base}-{fresh}"
             console.print(f"new session {session!r}", style="dim", markup=False)
             continue
 
-        ctx = RuntimeContext(session_id=session)
+        ctx = RuntimeContext(session_id=session, user_id=args.user)
         renderer = Renderer(console, shown_prompts)
         stop = functools.partial(agent.interrupt, ctx)
         outcome = pump(agent.stream(text, ctx), renderer.handle, interrupt=stop)

@@ -112,6 +112,7 @@ HELP_CASES = {
     "demo": (("demo",), "--json"),
     "chat": (("chat",), "--base-url"),
     "plan": (("plan",), "MODULE:ATTR"),
+    "sessions": (("sessions",), "delete"),
 }
 
 
@@ -470,6 +471,18 @@ def test_chat_streams_and_keeps_the_session(server: FakeOpenAI) -> None:
     # The second call continues the session: the first exchange is in its input.
     contents = [m.get("content") for m in second["messages"]]
     assert "hi" in contents and "Hello from the server." in contents and "hello again" in contents
+
+
+def test_chat_session_continues_after_a_restart(server: FakeOpenAI, tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'chat.db'}"
+    for line in ("hi", "hello again"):
+        proc = run_cli("chat", "--session", "s1", "--store", store, input=line + "\n",
+                       env=chat_env(server))
+        assert proc.returncode == 0, proc.stderr
+    assert "continuing, 2 earlier message(s)" in proc.stdout
+    # The second process sent the first one's exchange to the model.
+    contents = [m.get("content") for m in server.requests[1]["messages"]]
+    assert contents[1:] == ["hi", "Hello from the server.", "hello again"]
 
 
 def test_chat_options_override_the_environment(server: FakeOpenAI) -> None:
