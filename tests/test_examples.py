@@ -29,6 +29,7 @@ NAMES = [
     "task_list",
     "reply_budget",
     "tracing_otel",
+    "durable_sessions",
 ]
 
 
@@ -201,6 +202,22 @@ def test_tracing_otel(runs: dict[str, Run]) -> None:
     assert "response.finish_reasons=('tool_calls',)" in lines[2]
     assert lines[3].endswith("tool.call.id=w1,t1")
     assert lines[4].endswith("tool.call.id=w1")
+
+
+def test_durable_sessions(runs: dict[str, Run]) -> None:
+    assert ok(runs, "durable_sessions").lines == [
+        "after a restart: 'Your order is 1234.', the model saw 3 messages",
+        "recovered: ['r1']",
+        "  user: Refund order 1234.",
+        "  assistant: refund({'order': '1234'})",
+        "  tool: INTERRUPTED: Interrupted: the worker serving this session stopped before the "
+        "tool finished.",
+        "  user: Is my refund done?",
+        "  assistant: The refund did not finish. Shall I try again?",
+        "busy: support-42 (held by another-worker)",
+        "worker A asks before refund, refunds so far: []",
+        "worker B: 'Order 1234 is refunded.', refunds: ['1234']",
+    ]
 
 
 # Runs a script with the OpenTelemetry SDK made unimportable (as if not installed).

@@ -1,7 +1,8 @@
 """The networked durable store: Redis, for many processes on many machines.
 
 ``RedisSessionStore(url="redis://127.0.0.1:6379/0", prefix="rx_agent")`` needs the
-``redis`` extra (``pip install 'rx-agent[redis]'``); ``import rx_agent`` never does.
+``redis`` extra (``pip install -e '.[redis]'`` from a checkout, or
+``pip install redis``); ``import rx_agent`` never does.
 The plain methods use redis-py's blocking client; the ``a``-prefixed coroutines use
 ``redis.asyncio``. An asyncio client is bound to the event loop that created it, so
 the store keeps one per loop, made on first use there; ``await store.aclose()`` on
@@ -54,7 +55,8 @@ from ._schema import corrupt, decode_stored, encode_head
 __all__ = ["RedisSessionStore"]
 
 T = TypeVar("T")
-_INSTALL = "RedisSessionStore needs the redis client: pip install 'rx-agent[redis]'"
+_INSTALL = ("RedisSessionStore needs the redis client: pip install -e '.[redis]' (from a "
+            "checkout) or pip install redis")
 
 
 class _Call(NamedTuple):

@@ -108,7 +108,7 @@ def test_a_bad_url_or_prefix_is_refused() -> None:
 
 def test_the_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)  # import redis now fails
-    with pytest.raises(ImportError, match=r"pip install 'rx-agent\[redis\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[redis\]'"):
         RedisSessionStore()
 
 
@@ -127,7 +127,7 @@ def test_import_rx_agent_never_needs_redis() -> None:
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "pip install 'rx-agent[redis]'" in done.stdout
+    assert "pip install -e '.[redis]'" in done.stdout
 
 
 def test_a_server_that_is_down_raises_a_connection_error(redis_url: str) -> None:

@@ -1,0 +1,336 @@
+"""Durable sessions through the agent, across real processes (issue #12, item 9).
+
+Every case runs agent calls in worker processes (``_worker.py``: ScriptedModel, real
+tools) against a real SQLite file and a real ``redis-server`` (``tests/_services.py``),
+and checks what the store holds afterwards from this process. Gates stop a call at
+a known point (inside a tool, or before its model call) so a test can kill the
+worker there (SIGKILL) or freeze it (SIGSTOP: a paused process whose lease runs out).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import _services
+import pytest
+
+from rx_agent import (
+    ConcurrentSessionModificationError,
+    PermissionRule,
+    SessionBusyError,
+    ToolUseBlock,
+)
+from rx_agent.testing import assert_no_orphan_tool_calls
+
+from ._worker import (
+    CallReport,
+    Pool,
+    Spec,
+    describe,
+    key,
+    one_call,
+    open_every_gate,
+    open_gate,
+    open_store,
+    wait_started,
+)
+
+redis_url = _services.redis_url  # the real server (skips locally / fails in CI without one)
+
+KINDS = ["sqlite", "redis"]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[Pool]:
+    workers = Pool(4)
+    yield workers
+    workers.close()
+
+
+@pytest.fixture(params=KINDS)
+def spec(request: pytest.FixtureRequest, tmp_path: Path) -> Spec:
+    if request.param == "sqlite":
+        return ("sqlite", str(tmp_path / "sessions.db"), "")
+    return ("redis", request.getfixturevalue("redis_url"), f"ds{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture
+def gates(tmp_path: Path) -> Iterator[Path]:
+    """Where this test's gates are; whatever still waits at one goes when it ends."""
+    yield tmp_path
+    open_every_gate(tmp_path)
+
+
+@pytest.fixture
+def store(spec: Spec) -> Iterator[Any]:
+    """The same store, opened here to look at what the workers left."""
+    opened = open_store(spec)
+    yield opened
+    opened.close()
+
+
+def stored(store: Any, session: str, user: str = "u") -> list[str]:
+    state = store.load(key(session, user))
+    assert state is not None, f"session {session!r} is not stored"
+    assert_no_orphan_tool_calls(state.context)
+    assert len({m.id for m in state.context}) == len(state.context), "a message is duplicated"
+    return [describe(m) for m in state.context]
+
+
+def stored_raw(store: Any, session: str) -> list[str]:
+    """The stored context as it is (orphans included)."""
+    state = store.load(key(session))
+    assert state is not None
+    return [describe(m) for m in state.context]
+
+
+def ok(report: CallReport) -> CallReport:
+    assert report.error is None, f"the call failed: {report.error!r} (events {report.events})"
+    return report
+
+
+# -- two processes, one conversation ---------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_two_processes_alternate_twenty_calls_on_one_session(pool: Pool, spec: Spec,
+                                                            store: Any) -> None:
+    workers = (pool.get(0), pool.get(1))
+    assert workers[0].pid != workers[1].pid
+    history: list[str] = []
+    for i in range(20):
+        report = ok(workers[i % 2].run("call", spec=spec, session="alt", text=f"message {i}",
+                                       script=[f"reply {i}"]))
+        # Each call saw everything the other process saved, then its own message.
+        assert report.seen == [[*history, f"user: message {i}"]], i
+        assert report.reply == f"reply {i}"
+        history += [f"user: message {i}", f"assistant: reply {i}"]
+    assert stored(store, "alt") == history
+
+
+# -- a crashed worker --------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_killed_mid_call_is_recovered_by_the_next_process(
+    pool: Pool, spec: Spec, store: Any, gates: Path
+) -> None:
+    victim = pool.fresh()
+    try:
+        victim.send("call", spec=spec, session="crash", text="start the slow job",
+                    script=[[ToolUseBlock("slow-1", "gate", {"name": "crash"})], "never said"],
+                    ttl=1.0, gates=str(gates))
+        wait_started(gates, "crash")
+        # The assistant message was saved before its tool started (a checkpoint), and
+        # the worker holds the session's lease.
+        assert stored_raw(store, "crash") == ["user: start the slow job",
+                                              "assistant: call:slow-1"]
+        with pytest.raises(SessionBusyError):
+            store.acquire_lease(key("crash"), "probe", 1.0, 0)
+    finally:
+        victim.kill()
+    assert victim.proc.exitcode == -signal.SIGKILL
+
+    report = ok(pool.get(1).run("call", spec=spec, session="crash", text="are you there?",
+                                script=["yes, still here"], ttl=1.0, wait=10))
+    assert report.events[:2] == ["AgentStartEvent", "SessionRecoveredEvent"]
+    assert report.recovered == [("crash", ["slow-1"])]
+    assert report.reply == "yes, still here"
+    repaired = ["user: start the slow job", "assistant: call:slow-1",
+                "tool: result:slow-1:INTERRUPTED"]
+    assert report.seen == [[*repaired, "user: are you there?"]]
+    assert stored(store, "crash") == [*repaired, "user: are you there?",
+                                      "assistant: yes, still here"]
+    result = store.load(key("crash")).context[2].content[0]
+    assert "stopped before the tool finished" in str(result.output)
+
+
+# -- a writer that lost its lease --------------------------------------------------------------
+
+
+RECORD = ToolUseBlock("r1", "record", {"text": "stale side effect"})
+SHAPES = {
+    # The stale call's reply: a plain answer (saved once, when the call ends) or a
+    # tool round (saved before the tool runs, after it, and at the end).
+    "answer": (["stale reply"], ["assistant: stale reply"]),
+    "tool round": ([[RECORD], "stale reply"], ["assistant: call:r1", "tool: result:r1:SUCCESS",
+                                               "assistant: stale reply"]),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("policy", ["FAIL", "APPEND_MERGE", "OVERWRITE"])
+def test_a_paused_writer_whose_lease_was_taken_follows_the_conflict_policy(
+    pool: Pool, spec: Spec, store: Any, gates: Path, policy: str, shape: str
+) -> None:
+    script, reply = SHAPES[shape]
+    runs = gates / "runs.txt"
+    ok(pool.get(1).run("call", spec=spec, session="fenced", text="hello", script=["hi"]))
+    _, loaded_version = store.load_versioned(key("fenced"))
+    stale = pool.get(0)
+    stale.send("call", spec=spec, session="fenced", text="from the stale writer", script=script,
+               ttl=0.5, wait=2.0, policy=policy, gates=str(gates), runs=str(runs),
+               model_gate="stale")
+    wait_started(gates, "stale")
+    # Frozen before its model call: it cannot renew, its lease runs out, and a new
+    # owner serves the session meanwhile.
+    os.kill(stale.pid, signal.SIGSTOP)
+    try:
+        fresh = ok(pool.get(1).run("call", spec=spec, session="fenced",
+                                   text="from the new owner", script=["new reply"], wait=10))
+        assert fresh.recovered == []
+        _, newer_version = store.load_versioned(key("fenced"))
+        assert newer_version > loaded_version
+        probe = store.acquire_lease(key("fenced"), "probe", 30, 5) if policy == "FAIL" else None
+    finally:
+        os.kill(stale.pid, signal.SIGCONT)
+    open_gate(gates, "stale")
+    late: CallReport = stale.result()
+
+    base = ["user: hello", "assistant: hi"]
+    new_owner = ["user: from the new owner", "assistant: new reply"]
+    mine = ["user: from the stale writer", *reply]
+    if policy == "FAIL":
+        assert isinstance(late.error, ConcurrentSessionModificationError), late
+        assert late.error.session_id == "fenced"
+        assert late.error.expected_version == loaded_version
+        assert late.error.actual_version == newer_version
+        # Nothing written, no tool run after the conflict, and the lease the probe took
+        # meanwhile is still its own.
+        assert store.load_versioned(key("fenced"))[1] == newer_version
+        assert stored(store, "fenced") == [*base, *new_owner]
+        assert not runs.exists()
+        assert probe is not None
+        assert store.renew_lease(probe) is True
+        assert store.release_lease(probe) is True
+        return
+    ok(late)
+    if policy == "APPEND_MERGE":
+        assert stored(store, "fenced") == [*base, *new_owner, *mine]
+    else:
+        assert stored(store, "fenced") == [*base, *mine]
+    if shape == "tool round":
+        assert runs.read_text().splitlines() == [f"{stale.pid} stale side effect"]
+
+
+# -- a busy session ----------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_session_served_elsewhere_is_busy_after_session_wait(
+    pool: Pool, spec: Spec, store: Any, gates: Path
+) -> None:
+    holder = pool.get(0)
+    holder.send("call", spec=spec, session="busy", text="long job",
+                script=[[ToolUseBlock("hold-1", "gate", {"name": "busy"})], "job done"],
+                ttl=1.0, gates=str(gates))
+    wait_started(gates, "busy")
+    # Waiting longer than the holder's ttl: its renewals keep the lease.
+    started = time.monotonic()
+    report = pool.get(1).run("call", spec=spec, session="busy", text="me too",
+                             script=["never said"], wait=1.5)
+    elapsed = time.monotonic() - started
+    open_gate(gates, "busy")
+    assert isinstance(report.error, SessionBusyError), report.error
+    assert report.error.session_id == "busy"
+    assert report.seconds >= 1.5 and elapsed < 6
+    assert ok(holder.result()).reply == "job done"
+    assert stored(store, "busy") == ["user: long job", "assistant: call:hold-1",
+                                     "tool: result:hold-1:SUCCESS", "assistant: job done"]
+
+
+# -- load --------------------------------------------------------------------------------------
+
+SESSIONS, CALLS, PROCESSES = 100, 10, 4
+
+
+@pytest.mark.timeout(120)
+def test_a_hundred_sessions_ten_calls_each_from_four_processes(pool: Pool, spec: Spec,
+                                                              store: Any) -> None:
+    sessions = [f"s{n:03d}" for n in range(SESSIONS)]
+    for w in range(PROCESSES):
+        # Each process takes every fourth round; two walk the sessions backwards, so
+        # they meet the others on the same sessions.
+        order = sessions if w % 2 == 0 else sessions[::-1]
+        pool.get(w).send("bulk", spec=spec, worker=w, sessions=order,
+                         rounds=[r for r in range(CALLS) if r % PROCESSES == w])
+    done = [pool.get(w).result(timeout=110) for w in range(PROCESSES)]
+    assert [errors for _, errors in done] == [[]] * PROCESSES
+    assert sum(calls for calls, _ in done) == SESSIONS * CALLS
+    assert store.list_sessions("bulk") == [key(s, "bulk") for s in sessions]
+    for s in sessions:
+        got = stored(store, s, "bulk")
+        assert len(got) == 2 * CALLS, s
+        asked = [line.removeprefix("user: ") for line in got[::2]]
+        # Every call's message once, each followed by its own reply ...
+        assert got[1::2] == [f"assistant: re {text}" for text in asked], s
+        assert sorted(asked) == sorted(f"{s} w{r % PROCESSES} r{r}" for r in range(CALLS)), s
+        # ... and each process's calls in the order it made them.
+        for w in range(PROCESSES):
+            mine = [t for t in asked if f" w{w} " in t]
+            assert mine == [f"{s} w{w} r{r}" for r in range(CALLS) if r % PROCESSES == w], s
+
+
+# -- restart -----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_sqlite_sessions_survive_a_process_restart(tmp_path: Path) -> None:
+    spec: Spec = ("sqlite", str(tmp_path / "chat.db"), "")
+    first = one_call(spec=spec, session="restart", text="remember 42", script=["noted"])
+    assert ok(first).reply == "noted"
+    second = ok(one_call(spec=spec, session="restart", text="what number?", script=["42"]))
+    assert second.seen == [["user: remember 42", "assistant: noted", "user: what number?"]]
+    with open_store(spec) as store:
+        assert stored(store, "restart") == ["user: remember 42", "assistant: noted",
+                                            "user: what number?", "assistant: 42"]
+
+
+# -- human in the loop -------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_call_paused_for_confirmation_in_one_process_resumes_in_another(
+    pool: Pool, spec: Spec, store: Any, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs.txt"
+    a, b = pool.get(0), pool.get(1)
+    common: dict[str, Any] = {"spec": spec, "session": "hitl", "gates": str(tmp_path),
+                              "runs": str(runs)}
+    asked = ok(a.run("call", text="clean up", **common,
+                     script=[[ToolUseBlock("c1", "delete_file", {"path": "/tmp/x"})]]))
+    assert asked.confirm is not None and asked.events[-1] == "AgentEndEvent"
+    reply_id, calls = asked.confirm
+    assert [c.id for c in calls] == ["c1"]
+    assert not runs.exists()
+    paused = store.load(key("hitl"))
+    assert paused.pending is not None and paused.pending.reply_id == reply_id
+    assert stored_raw(store, "hitl") == ["user: clean up", "assistant: call:c1"]
+
+    # Process B answers, remembering an allow rule for the tool.
+    resumed = ok(b.run("call", **common, script=["all clean"],
+                       confirm=(reply_id, [(calls[0], True)],
+                                [PermissionRule("delete_file", "allow")])))
+    assert resumed.reply == "all clean" and resumed.confirm is None
+    assert runs.read_text().splitlines() == [f"{b.pid} /tmp/x"]  # once, in B
+    assert stored(store, "hitl") == ["user: clean up", "assistant: call:c1",
+                                     "tool: result:c1:SUCCESS", "assistant: all clean"]
+    state = store.load(key("hitl"))
+    assert state.pending is None
+    assert [(r.pattern, r.decision.value) for r in state.permission_rules] == [
+        ("delete_file", "allow")]
+
+    # Back in A, the remembered rule lets the tool run without asking.
+    again = ok(a.run("call", text="and /tmp/y", **common, script=[
+        [ToolUseBlock("c2", "delete_file", {"path": "/tmp/y"})], "done too"]))
+    assert again.confirm is None and again.reply == "done too"
+    assert runs.read_text().splitlines() == [f"{b.pid} /tmp/x", f"{a.pid} /tmp/y"]
+    assert stored(store, "hitl")[4:] == ["user: and /tmp/y", "assistant: call:c2",
+                                         "tool: result:c2:SUCCESS", "assistant: done too"]
