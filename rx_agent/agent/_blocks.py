@@ -210,6 +210,9 @@ class MessageAccumulator:
         return part
 
     def feed(self, event: AgentEvent) -> None:
+        if type(event) is TextBlockDeltaEvent:  # most events: no dispatch call
+            self.part("text", "t:" + event.block_id).parts.append(event.delta)
+            return
         handler = _FEED.get(type(event))
         if handler is not None:
             handler(self, event)
@@ -221,7 +224,9 @@ class MessageAccumulator:
     def build(self, name: str | None) -> Msg:
         content: list[ContentBlock] = []
         for part in self._blocks:
-            text = scrub("".join(part.parts))  # what is stored must serialize
+            text = "".join(part.parts)
+            if not text.isascii():  # what is stored must serialize
+                text = scrub(text)
             if part.kind == "text":
                 content.append(TextBlock._fast({"type": "text", "text": text}))
             elif part.kind == "thinking":

@@ -81,6 +81,7 @@ class Run:
     __slots__ = (
         "binding",
         "caller_ctx",
+        "checked",
         "config",
         "driving",
         "failed",
@@ -129,6 +130,8 @@ class Run:
         self.failed = False
         self.driving = False
         self.react = ReActLoop(scope)
+        # Only an on_agent middleware can put a non-event into the caller's stream.
+        self.checked = config.plan.has_layers(ExtensionPoint.ON_AGENT)
 
     @property
     def key(self) -> SessionKey:
@@ -177,7 +180,7 @@ class Run:
             return
         if type(event) is AgentResultEvent:
             self.result = event.result
-        elif type(event) not in EVENT_TYPES and not is_event(event):
+        elif self.checked and type(event) not in EVENT_TYPES and not is_event(event):
             if self.subscription is not None:
                 self.subscription.dispose()
             self._finish(self.scope.not_an_event(ExtensionPoint.ON_AGENT, event))

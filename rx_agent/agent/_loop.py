@@ -25,7 +25,7 @@ from ._acting import Acting
 from ._blocks import MessageAccumulator
 from ._hitl import check_resume
 from ._model_call import ModelAttempts
-from ._steps import EVENT_TYPES, CallScope, Interrupted, is_event
+from ._steps import CallScope, Interrupted
 
 __all__ = ["ReActLoop", "Round"]
 
@@ -213,32 +213,21 @@ class ReActLoop:
                 rnd.acc = acc
             feed = acc.feed
             forward = observer.on_next
-            failed = False
 
+            # Items that are not events (an on_model_call middleware's mistake) are
+            # ignored by the accumulator and refused by the reasoning step's check.
             def on_next(event: AgentEvent) -> None:
-                nonlocal failed
-                if failed:
-                    return
-                if type(event) not in EVENT_TYPES and not is_event(event):
-                    failed = True
-                    observer.on_error(scope.not_an_event(ExtensionPoint.ON_MODEL_CALL, event))
-                    return
                 feed(event)
                 forward(event)
 
-            def on_error(exc: Exception) -> None:
-                if not failed:
-                    observer.on_error(exc)
-
             def on_completed() -> None:
-                if failed:
-                    return
                 if rnd is not None:
                     rnd.msg = acc.build(scope.config.name) if not acc.empty else None
                 observer.on_completed()
 
             mci = ModelCallInput(rin.messages, rin.tools, rin.options, scope.config.model)
-            return subscribe_direct(self.model_chain(mci), on_next, on_error, on_completed)
+            return subscribe_direct(self.model_chain(mci), on_next, observer.on_error,
+                                    on_completed)
 
         assert scope.affinity is not None
         return DirectObservable(on_loop(scope.affinity, subscribe))

@@ -80,6 +80,8 @@ class CallScope:
         "ctx",
         "cut_batch",
         "emit",
+        "hooked_acting",
+        "hooked_reasoning",
         "interrupted",
         "loop",
         "sealed",
@@ -95,6 +97,12 @@ class CallScope:
     ) -> None:
         self.agent = agent  # handed to hooks; the steps read ``config`` only
         self.config = config
+        plan = config.plan
+        # Which step streams pass through a middleware (their items are checked and
+        # stop requests watched); the others are the runtime's own and need neither.
+        self.hooked_reasoning = plan.has_layers(ExtensionPoint.ON_REASONING) or \
+            plan.has_layers(ExtensionPoint.ON_MODEL_CALL)
+        self.hooked_acting = plan.has_layers(ExtensionPoint.ON_ACTING)
         self.ctx = ctx
         self.tool_ctx = tool_ctx
         self.source = config.name
@@ -162,7 +170,8 @@ class CallScope:
                 fn(*args)
 
         on_next: Callable[[AgentEvent], None]
-        if point is not None:
+        acting = point is ExtensionPoint.ON_ACTING
+        if point is not None and (self.hooked_acting if acting else self.hooked_reasoning):
 
             def on_next(event: AgentEvent) -> None:
                 if _thread_id() != loop_thread:
@@ -180,14 +189,22 @@ class CallScope:
                     if capture is not None:
                         capture.feed(event)
                 emit(event)
-        else:
+        elif acting:
 
             def on_next(event: AgentEvent) -> None:
                 if _thread_id() != loop_thread:
                     hop(late, on_next, event)
                     return
-                if not future.done():
+                if not future.done():  # a cut batch's cancelled tools may finish late
                     emit(event)
+        else:
+            # The runtime's own reasoning stream: disposal stops it synchronously.
+
+            def on_next(event: AgentEvent) -> None:
+                if _thread_id() != loop_thread:
+                    hop(late, on_next, event)
+                    return
+                emit(event)
 
         def on_error(exc: Exception) -> None:
             if _thread_id() != loop_thread:
@@ -211,8 +228,12 @@ class CallScope:
                 step.subscription.dispose()
 
     def not_an_event(self, point: ExtensionPoint, item: Any) -> TypeError:
+        plan = self.config.plan
+        # Items of on_model_call reach the reasoning step's check too.
+        points = (point, ExtensionPoint.ON_MODEL_CALL) if point is ExtensionPoint.ON_REASONING \
+            else (point,)
         who = ", ".join(
-            f"{type(m).__name__}.{point.value}()" for m in self.config.plan.participants(point)
+            f"{label}.{p.value}()" for p in points for label in plan.labels(p)
         ) or "the runtime"
         return TypeError(
             f"{who} emitted {type(item).__name__} {item!r:.80}, not an AgentEvent, into the "

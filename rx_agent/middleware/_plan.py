@@ -162,6 +162,11 @@ class ExecutionPlan:
     def is_active(self, point: ExtensionPoint) -> bool:
         return bool(self._participants[point])
 
+    def has_layers(self, point: ExtensionPoint) -> bool:
+        """Whether ``wrap(point, ...)`` builds any layer (a participant that kept the
+        default onion hook builds none): without one the core's stream is the point's."""
+        return bool(self._hooks[point])
+
     def labels(self, point: ExtensionPoint | None = None) -> tuple[str, ...]:
         """Display names of the participants at ``point`` (of every middleware when
         ``None``), in plan order: the class name, numbered ``Name#1``, ``Name#2`` in

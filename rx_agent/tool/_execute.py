@@ -90,7 +90,8 @@ async def execute(
             output, state = tool_error_text(call.name, exc), ToolResultState.ERROR
     if not streamed:
         if isinstance(output, str):
-            output = scrub(output)
+            if not output.isascii():
+                output = scrub(output)
             if output:
                 emit(ToolResultTextDeltaEvent.make(source, delta=output, **common))
         else:
