@@ -104,15 +104,9 @@ class ReActLoop:
         tools = tuple(config.toolkit.schemas())
         options = config.generate_options
         if resume is not None:
-            ended = await acting.resume(state, resume)
+            ended = await self._after_acting(state, await acting.resume(state, resume))
             if ended is not None:
                 return ended
-            if scope.interrupted:
-                return scope.close_interrupted(state)
-            if scope.stop_request is not None:
-                return scope.close_stopped(state, None)
-            if scope.checkpoint is not None:  # the resumed batch's results are complete
-                await scope.checkpoint()
 
         for iteration in range(1, config.max_iters + 1):
             if scope.interrupted:
@@ -136,15 +130,10 @@ class ReActLoop:
             if msg is not None and msg.tool_calls:
                 if scope.checkpoint is not None:  # the calls are stored before they run
                     await scope.checkpoint()
-                ended = await acting.dispatch(state, msg.tool_calls)
+                ended = await self._after_acting(state,
+                                                 await acting.dispatch(state, msg.tool_calls))
                 if ended is not None:
                     return ended
-                if scope.interrupted:
-                    return scope.close_interrupted(state)
-                if scope.stop_request is not None:
-                    return scope.close_stopped(state, None)
-                if scope.checkpoint is not None:  # and their results once complete
-                    await scope.checkpoint()
                 continue
             if msg is not None and msg.has_visible_text:
                 msg.generate_reason = GenerateReason.MODEL_STOP
@@ -157,6 +146,20 @@ class ReActLoop:
                                      current_iter=config.max_iters)
         )
         return await self.summarize(state)
+
+    async def _after_acting(self, state: AgentState, ended: Msg | None) -> Msg | None:
+        """After a batch (run or resumed): the reply's end, or ``None`` to go on (its
+        results then are checkpointed)."""
+        scope = self.scope
+        if ended is not None:
+            return ended
+        if scope.interrupted:
+            return scope.close_interrupted(state)
+        if scope.stop_request is not None:
+            return scope.close_stopped(state, None)
+        if scope.checkpoint is not None:  # the batch's results are complete
+            await scope.checkpoint()
+        return None
 
     async def reason(self, rin: ReasoningInput, rnd: Round) -> Msg | None:
         """One reasoning step through the ``on_reasoning`` chain; the round's message."""
