@@ -267,7 +267,8 @@ class Acting:
                         results[call.id] = block
                     else:
                         results[call.id] = await execute(toolkit, call, scope.tool_ctx, emit,
-                                                         scope.source, reply_id)
+                                                         scope.source, reply_id,
+                                                         scope.config.tool_timeout)
             elif not scope.interrupted:
                 await self._run_concurrently(batch, emit)
             self._close(batch)
@@ -283,7 +284,7 @@ class Acting:
 
         async def one(call: ToolUseBlock) -> None:
             block = await execute(toolkit, call, scope.tool_ctx, emit, scope.source,
-                                  batch.reply_id)
+                                  batch.reply_id, scope.config.tool_timeout)
             if not batch.closed:  # a cancelled tool finishing late is not recorded
                 results[call.id] = block
 

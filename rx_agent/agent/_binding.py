@@ -16,6 +16,7 @@ from typing import Any
 
 from .._rx import runtime_loop
 from ..context import AgentState
+from ..message import Msg
 from ..session import InMemorySessionStore, SessionKey, SessionStore
 from ._durable import DurableHold
 from ._hitl import close_pending
@@ -158,13 +159,15 @@ class SessionBinding:
             self.slots.release(self.key, self.owner)
 
 
-def close_paused(slots: SessionSlots, store: SessionStore, key: SessionKey) -> bool:
+def close_paused(
+    slots: SessionSlots, store: SessionStore, key: SessionKey, msg: Msg | None = None
+) -> bool:
     """Interrupting a paused session (no call running) closes its pending calls with
-    INTERRUPTED results; whether there was something to close (always ``True`` for an
-    asynchronous store, which finishes on the runtime loop)."""
+    INTERRUPTED results, then records ``msg``; whether there was something to close
+    (always ``True`` for an asynchronous store, which finishes on the runtime loop)."""
     loaded = store.load(key)
     if loaded is not None and not isinstance(loaded, AgentState):
-        asyncio.run_coroutine_threadsafe(_close_paused_async(slots, store, key, loaded),
+        asyncio.run_coroutine_threadsafe(_close_paused_async(slots, store, key, loaded, msg),
                                          runtime_loop())
         return True
     state = loaded
@@ -175,6 +178,8 @@ def close_paused(slots: SessionSlots, store: SessionStore, key: SessionKey) -> b
         return False  # a call took the slot meanwhile; it closes or resumes the pause
     try:
         close_pending(state)
+        if msg is not None:
+            state.context.append(msg)
         saved = save_state(store, key, state)
         if saved is not None:
             asyncio.run_coroutine_threadsafe(_await(saved), runtime_loop())
@@ -184,7 +189,11 @@ def close_paused(slots: SessionSlots, store: SessionStore, key: SessionKey) -> b
 
 
 async def _close_paused_async(
-    slots: SessionSlots, store: SessionStore, key: SessionKey, loaded: Awaitable[Any]
+    slots: SessionSlots,
+    store: SessionStore,
+    key: SessionKey,
+    loaded: Awaitable[Any],
+    msg: Msg | None,
 ) -> None:
     token = object()
     await slots.acquire(key, token)
@@ -192,6 +201,8 @@ async def _close_paused_async(
         state = await loaded
         if state is not None and state.pending is not None:
             close_pending(state)
+            if msg is not None:
+                state.context.append(msg)
             saved = save_state(store, key, state)
             if saved is not None:
                 await saved

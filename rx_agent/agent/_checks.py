@@ -11,6 +11,7 @@ import inspect
 import math
 from collections.abc import Iterable, Sequence
 
+from .._text import check_value
 from ..context import RuntimeContext
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
 from ..message import ContentBlock, Msg, Role, TextBlock
@@ -40,6 +41,7 @@ __all__ = [
     "check_session_store",
     "check_str",
     "check_toolkit",
+    "interrupt_message",
     "normalize",
     "show",
 ]
@@ -235,3 +237,16 @@ def check_conflict_policy(value: object) -> ConflictPolicy:
             pass
     names = ", ".join(f"ConflictPolicy.{p.name}" for p in ConflictPolicy)
     raise ValueError(f"conflict_policy must be one of {names}, got {show(value)}")
+
+
+def interrupt_message(msg: object) -> Msg | None:
+    """The message ``agent.interrupt(ctx, msg)`` records: a ``Msg``, or a ``str`` as a
+    user message; refused when it could not be stored."""
+    if msg is None:
+        return None
+    if isinstance(msg, str):
+        msg = Msg.make(Role.USER, [TextBlock._fast({"type": "text", "text": msg})])
+    if not isinstance(msg, Msg):
+        raise TypeError(f"interrupt(ctx, msg): msg must be a Msg or a str, got {show(msg)}")
+    check_value(msg, "the interrupt message")
+    return msg

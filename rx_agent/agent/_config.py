@@ -83,5 +83,8 @@ class AgentConfig:
     """Seconds a durable session's lease lives unless renewed (at a third of it)."""
     conflict_policy: ConflictPolicy = ConflictPolicy.FAIL
     """What a checkpoint does when a newer writer saved first."""
+    tool_timeout: float | None = None
+    """Seconds one tool call may take when its tool sets no ``timeout`` (``None``: no
+    limit); past it the call is cancelled and the model gets an error result."""
     durable: bool = False
     """Whether the store is durable (leases, versions, checkpoints); set by the agent."""

@@ -360,6 +360,6 @@ class Run:
         self._seal()
         await self.binding.release()
 
-    def request_interrupt(self) -> None:
+    def request_interrupt(self, msg: Msg | None = None) -> None:
         """Thread-safe: end the call with ``INTERRUPTED`` at the current step."""
-        self.scope.request_interrupt()
+        self.scope.request_interrupt(msg)

@@ -82,6 +82,7 @@ class CallScope:
         "emit",
         "hooked_acting",
         "hooked_reasoning",
+        "interrupt_msg",
         "interrupted",
         "loop",
         "sealed",
@@ -111,6 +112,7 @@ class CallScope:
         self.emit: Callable[[AgentEvent], None] = _nowhere
         self.state: AgentState | None = None
         self.interrupted = False
+        self.interrupt_msg: Msg | None = None
         self.stop_request: RequestStopEvent | None = None
         self.step: _Step | None = None
         # The call's outcome is saved: a cancelled step still unwinding must not
@@ -124,11 +126,14 @@ class CallScope:
 
     # -- interrupt -----------------------------------------------------------------
 
-    def request_interrupt(self) -> None:
+    def request_interrupt(self, msg: Msg | None = None) -> None:
         """Thread-safe: end the call with ``INTERRUPTED`` at the current step.
 
         The flag is read at every step boundary, so once this returns no tool of the
-        reply starts; the running step is also cut short."""
+        reply starts; the running step is also cut short. ``msg`` is recorded with the
+        interrupted reply (the latest one wins)."""
+        if msg is not None:
+            self.interrupt_msg = msg
         self.interrupted = True
         where = self.affinity
         if where is not None and not where.loop.is_closed():
@@ -289,6 +294,8 @@ class CallScope:
         if self.cut_batch is not None:  # the acting step was cut: finished results stay
             self.cut_batch(ToolResultState.INTERRUPTED, text)
         self.close_unanswered(state, ToolResultState.INTERRUPTED, text)
+        if self.interrupt_msg is not None:  # why the user stopped it, before the end
+            state.context.append(self.interrupt_msg)
         return self.placeholder(state, GenerateReason.INTERRUPTED, _INTERRUPTED_TEXT)
 
 

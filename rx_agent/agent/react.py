@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._record import install_java_names, java_name_hint
 from ..context import RuntimeContext
+from ..message import Msg
 from ..middleware._plan import ExecutionPlan
 from ..middleware.base import MiddlewareBase
 from ..model.base import ChatModel
@@ -41,6 +42,7 @@ from ._checks import (
     check_session_store,
     check_str,
     check_toolkit,
+    interrupt_message,
     show,
 )
 from ._config import AgentConfig, FailoverListener, RetryPolicy
@@ -88,6 +90,7 @@ class ReActAgent(Calling):
         session_wait: float = 30.0,
         session_lease_ttl: float = 30.0,
         conflict_policy: ConflictPolicy | str = ConflictPolicy.FAIL,
+        tool_timeout: float | None = None,
     ) -> None:
         check_name(name)
         check_model("model", model)
@@ -134,6 +137,8 @@ class ReActAgent(Calling):
             session_lease_ttl=check_seconds("session_lease_ttl", session_lease_ttl,
                                             positive=True),
             conflict_policy=check_conflict_policy(conflict_policy),
+            tool_timeout=None if tool_timeout is None
+            else check_seconds("tool_timeout", tool_timeout, positive=True),
             durable=is_durable(store),
         )
         self._slots = SessionSlots()
@@ -230,21 +235,25 @@ class ReActAgent(Calling):
 
     # -- control -------------------------------------------------------------------
 
-    def interrupt(self, ctx: RuntimeContext | None = None) -> bool:
+    def interrupt(self, ctx: RuntimeContext | None = None, msg: Msg | str | None = None) -> bool:
         """End the running call of ``ctx``'s session with ``INTERRUPTED``.
 
         Thread-safe, and callable from inside a middleware. Returns whether a call was
-        running. Pending tool calls get synthesized results.
+        running (or a paused session was closed). Pending tool calls get synthesized
+        results. ``msg`` (Java's ``interrupt(Msg)``; a ``str`` is a user message) is
+        stored in the context with the interrupted reply, just before its final
+        message, so the next reply's model sees why the user stopped it.
         """
         check_ctx(ctx)
+        note = interrupt_message(msg)
         session = (ctx.session_id if ctx is not None else None) or self.name
         user = (ctx.user_id if ctx is not None else None) or ANONYMOUS_USER
         key = SessionKey(user, session)
         run = self._slots.active(key)
         if run is not None:
-            run.request_interrupt()
+            run.request_interrupt(note)
             return True
-        return close_paused(self._slots, self.session_store, key)
+        return close_paused(self._slots, self.session_store, key, note)
 
     def __repr__(self) -> str:
         return (
@@ -338,6 +347,14 @@ class ReActAgentBuilder:
         at a third of it while a call runs): how soon a crashed worker's session frees."""
         return self._set("session_lease_ttl", check_seconds("session_lease_ttl", seconds,
                                                             positive=True))
+
+    def tool_timeout(self, seconds: float | None) -> ReActAgentBuilder:
+        """Seconds one tool call may take when its tool sets no ``timeout`` (Java's
+        tool execution timeout); past it the call is cancelled and the model gets an
+        error result, and the loop goes on."""
+        if seconds is not None:
+            seconds = check_seconds("tool_timeout", seconds, positive=True)
+        return self._set("tool_timeout", seconds)
 
     def conflict_policy(self, policy: ConflictPolicy | str) -> ReActAgentBuilder:
         """What a save does when a newer writer saved first (default ``FAIL``)."""

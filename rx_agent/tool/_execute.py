@@ -22,7 +22,7 @@ from ..event import (
     ToolResultTextDeltaEvent,
 )
 from ..message import DataBlock, TextBlock, ToolResultBlock, ToolResultState, ToolUseBlock
-from .toolkit import ToolArgumentError, Toolkit, is_stream, resolve, tool_output_text
+from .toolkit import Tool, ToolArgumentError, Toolkit, is_stream, resolve, tool_output_text
 
 __all__ = ["Emit", "execute", "tool_error_text"]
 
@@ -40,10 +40,15 @@ async def execute(
     emit: Emit,
     source: str | None,
     reply_id: str,
+    timeout: float | None = None,
 ) -> ToolResultBlock:
     """Execute ``call`` with the toolkit's tool of that name, emitting its result
     events (``reply_id`` is the batch's); return its result. Synchronous tools run on
-    the toolkit's executor, off the event loop."""
+    the toolkit's executor, off the event loop.
+
+    A call that runs longer than the tool's ``timeout`` (else ``timeout``, the
+    agent's default) is cancelled and answered with an ERROR result; a synchronous
+    tool's thread cannot be stopped, so its late result is dropped."""
     tool = toolkit.get(call.name)
     common = {"reply_id": reply_id, "tool_call_id": call.id, "tool_call_name": call.name}
     emit(ToolResultStartEvent.make(source, **common))
@@ -61,21 +66,12 @@ async def execute(
         )
         state = ToolResultState.ERROR
     else:
+        limit = tool.timeout if tool.timeout is not None else timeout
+        deadline = asyncio.timeout(limit)
         try:
-            kwargs = tool.validate(call.input)
-            started = tool.invoke(kwargs, ctx, toolkit.executor)
-            if is_stream(started):
-                parts: list[str] = []
-                async for chunk in started:
-                    text = scrub(tool_output_text(chunk))
-                    if text:
-                        parts.append(text)
-                        emit(ToolResultTextDeltaEvent.make(source, delta=text, **common))
-                output = "".join(parts)
-                streamed = True
-            else:
-                value = await resolve(started)
-                output, state = _tool_value(value)
+            async with deadline:
+                output, state, streamed = await _run(tool, call, ctx, toolkit, emit, source,
+                                                     common)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -84,6 +80,13 @@ async def execute(
             output, state = tool_error_text(call.name, exc), ToolResultState.ERROR
         except ToolArgumentError as exc:
             output, state = f"Error: {exc}", ToolResultState.ERROR
+        except TimeoutError as exc:
+            if deadline.expired():
+                output = (f"Error: tool {call.name!r} did not finish within {limit:g} s and "
+                          "was cancelled")
+            else:
+                output = tool_error_text(call.name, exc)
+            state = ToolResultState.ERROR
         except BaseException as exc:
             # SystemExit, KeyboardInterrupt, ...: left alone they would stop the shared
             # event loop; here they are this tool's failure.
@@ -102,6 +105,31 @@ async def execute(
                     emit(ToolResultDataDeltaEvent.make(source, delta=block, **common))
     emit(ToolResultEndEvent.make(source, state=state, **common))
     return ToolResultBlock(id=call.id, name=call.name, output=output, state=state)
+
+
+async def _run(
+    tool: Tool,
+    call: ToolUseBlock,
+    ctx: RuntimeContext | None,
+    toolkit: Toolkit,
+    emit: Emit,
+    source: str | None,
+    common: dict[str, Any],
+) -> tuple[str | list[Any], ToolResultState, bool]:
+    """Validate, invoke and collect one call: its output, state and whether the text
+    was streamed already."""
+    kwargs = tool.validate(call.input)
+    started = tool.invoke(kwargs, ctx, toolkit.executor)
+    if is_stream(started):
+        parts: list[str] = []
+        async for chunk in started:
+            text = scrub(tool_output_text(chunk))
+            if text:
+                parts.append(text)
+                emit(ToolResultTextDeltaEvent.make(source, delta=text, **common))
+        return "".join(parts), ToolResultState.SUCCESS, True
+    output, state = _tool_value(await resolve(started))
+    return output, state, False
 
 
 def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:

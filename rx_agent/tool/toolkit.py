@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from typing import Annotated, Any, get_args, get_origin, get_type_hints, overload
+from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 from ..context import RuntimeContext
 from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
+from ._schema import has_alias, reserved, split_docstring, strip_titles, type_name
 
 __all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
 
@@ -33,64 +34,6 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 class ToolArgumentError(RxAgentError, ValueError):
     """A tool call's arguments do not match the tool's schema."""
-
-
-def _split_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """The summary and the per-parameter descriptions of a Google/NumPy-ish docstring."""
-    if not doc:
-        return "", {}
-    text = inspect.cleandoc(doc)
-    params: dict[str, str] = {}
-    match = re.search(r"^(Args|Arguments|Parameters|Params):\s*$", text, re.MULTILINE)
-    if not match:
-        return text.strip(), params
-    summary = text[: match.start()].strip()
-    current: str | None = None
-    for line in text[match.end():].splitlines():
-        if not line.strip():
-            continue
-        if not line.startswith((" ", "\t")) and line.rstrip().endswith(":"):
-            break  # next section (Returns:, Raises:)
-        item = re.match(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
-        if item and (current is None or len(line) - len(line.lstrip()) <= 4):
-            current = item.group(1).lstrip("*")
-            params[current] = item.group(2).strip()
-        elif current is not None:
-            params[current] = f"{params[current]} {line.strip()}".strip()
-    return summary, params
-
-
-def _reserved(name: str) -> bool:
-    """A name pydantic would not keep as a plain field: private (``_x``), its own
-    namespace (``model_config``, ``model_x``) or a ``BaseModel`` attribute (``json``)."""
-    return name.startswith(("_", "model_")) or hasattr(BaseModel, name)
-
-
-def _has_alias(annotation: Any, info: Any) -> bool:
-    """Whether the user gave the field an alias (then it is the name the model sees)."""
-    if isinstance(info, FieldInfo) and info.alias is not None:
-        return True
-    return get_origin(annotation) is Annotated and any(
-        isinstance(m, FieldInfo) and m.alias is not None for m in get_args(annotation)[1:]
-    )
-
-
-def _type_name(annotation: Any) -> str:
-    if isinstance(annotation, type):
-        return f"{annotation.__module__}.{annotation.__qualname__}".removeprefix("builtins.")
-    return repr(annotation)
-
-
-def _strip_titles(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {
-            k: _strip_titles(v)
-            for k, v in schema.items()
-            if not (k == "title" and isinstance(v, str))
-        }
-    if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
-    return schema
 
 
 class Tool:
@@ -106,6 +49,7 @@ class Tool:
         external: bool = False,
         concurrency_safe: bool = False,
         rules: Sequence[PermissionRule] = (),
+        timeout: float | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a tool must be callable, got {type(fn).__name__}")
@@ -120,11 +64,12 @@ class Tool:
         self.permission = Permission(permission)
         self.external = external
         self.concurrency_safe = concurrency_safe
+        self.timeout = _check_timeout(timeout)
         self.rules: tuple[PermissionRule, ...] = tuple(rules)
         for rule in self.rules:
             if not isinstance(rule, PermissionRule):
                 raise TypeError(f"tool rules must be PermissionRule, got {type(rule).__name__}")
-        summary, param_docs = _split_docstring(inspect.getdoc(fn))
+        summary, param_docs = split_docstring(inspect.getdoc(fn))
         self.description = description if description is not None else summary
         self._build_model(fn, param_docs)
         self.is_async_gen = inspect.isasyncgenfunction(fn)
@@ -170,11 +115,11 @@ class Tool:
                 # Plain default: an Annotated[..., Field(...)] keeps its own metadata.
                 info = default
             field = pname
-            if _reserved(pname):
+            if reserved(pname):
                 field = f"arg_{index}"
                 while field in sig.parameters:
                     field += "_"
-                if not _has_alias(annotation, info):
+                if not has_alias(annotation, info):
                     alias = Field(alias=pname)
                     info = (FieldInfo.merge_field_infos(info, alias)
                             if isinstance(info, FieldInfo) else Field(info, alias=pname))
@@ -194,7 +139,7 @@ class Tool:
         self.context_params: tuple[str, ...] = tuple(ctx_params)
         # Positional-only parameters are passed by position, in signature order.
         self._positional: tuple[str, ...] = tuple(positional)
-        self.parameters: dict[str, Any] = _strip_titles(schema)
+        self.parameters: dict[str, Any] = strip_titles(schema)
         self.parameters.setdefault("properties", {})
 
     def _schema_error(
@@ -214,7 +159,7 @@ class Tool:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 return TypeError(
                     f"tool {self.name!r}: parameter {names[field]!r} has a type hint with no "
-                    f"JSON schema ({_type_name(spec[0])}): {reason}. Use a JSON-compatible "
+                    f"JSON schema ({type_name(spec[0])}): {reason}. Use a JSON-compatible "
                     "type (str, int, float, bool, list, dict, a pydantic model...)"
                 )
         return TypeError(f"cannot build the JSON schema of tool {self.name!r}: {reason}")
@@ -326,6 +271,7 @@ def tool(
     external: bool = False,
     concurrency_safe: bool = False,
     rules: Sequence[PermissionRule] = (),
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -337,12 +283,15 @@ def tool(
     external: bool = False,
     concurrency_safe: bool = False,
     rules: Sequence[PermissionRule] = (),
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool: ``@tool`` or ``@tool(name=..., description=...)``.
 
     The decorated function stays callable. Its name is the function's ``__name__``
     unless given; its description is the docstring's summary; parameter descriptions
     come from the docstring's ``Args:`` section or ``Annotated[..., Field(...)]``.
+    ``timeout`` (seconds) bounds one call: past it the call is cancelled and the model
+    gets an error result (the agent's ``tool_timeout`` applies when it is ``None``).
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -354,6 +303,7 @@ def tool(
             external=external,
             concurrency_safe=concurrency_safe,
             rules=rules,
+            timeout=timeout,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -380,13 +330,15 @@ class Toolkit:
         description: str | None = None,
         concurrency_safe: bool | None = None,
         rules: Sequence[PermissionRule] | None = None,
+        timeout: float | None = None,
     ) -> Tool:
         """Register a function (or ``@tool``) — or every ``@tool`` method of an object.
 
         ``permission`` (``"allow"``, ``"ask"`` or ``"deny"``; default allow) is the
         tool's default decision; ``external=True`` means the tool runs outside the
         agent (the agent asks the caller to run it); ``rules`` are permission rules
-        for this tool only (predicates over its arguments, usually).
+        for this tool only (predicates over its arguments, usually); ``timeout``
+        bounds one call in seconds (default: the tool's own, else the agent's).
         """
         if permission is not None and permission not in _PERMISSIONS:
             raise ValueError(f"permission must be one of {_PERMISSIONS}, got {permission!r}")
@@ -414,6 +366,7 @@ class Toolkit:
             concurrency_safe=concurrency_safe if concurrency_safe is not None
             else (base.concurrency_safe if base else False),
             rules=rules if rules is not None else (base.rules if base else ()),
+            timeout=timeout if timeout is not None else (base.timeout if base else None),
         )
         if spec.name in self._tools:
             raise ValueError(f"a tool named {spec.name!r} is already registered")
@@ -467,6 +420,16 @@ def _tool_methods(obj: object) -> list[Tool]:
         if isinstance(inspect.getattr_static(type(obj), attr, None), Tool):
             found.append(getattr(obj, attr))
     return found
+
+
+def _check_timeout(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a tool timeout is a number of seconds or None, got {value!r}")
+    if not 0 < value < float("inf"):
+        raise ValueError(f"a tool timeout must be finite and > 0 seconds, got {value!r}")
+    return float(value)
 
 
 def tool_output_text(value: Any) -> str:
