@@ -41,6 +41,7 @@ __all__ = [
     "ModelCallEndEvent",
     "ModelCallStartEvent",
     "PermissionRule",
+    "RequestContinueEvent",
     "RequestStopEvent",
     "RequireExternalExecutionEvent",
     "RequireUserConfirmEvent",
@@ -304,6 +305,30 @@ class RequestStopEvent(AgentEvent):
         ) -> None: ...
 
 
+class RequestContinueEvent(AgentEvent):
+    """Asks the loop to run another round instead of finishing (AgentScope Python's
+    ``ContinueOnce``). Heard from ``on_reasoning``/``on_model_call`` output on a round
+    that answers without tool calls; ``hint`` goes to the model as a user message;
+    ``extra_iters`` raises the round limit (the total stays <= 2 x ``max_iters``)."""
+
+    type: Literal["request_continue"] = "request_continue"
+    hint: str | None = None
+    extra_iters: int = Field(default=0, ge=0)
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            hint: str | None = ...,
+            extra_iters: int = ...,
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            source: str | None = ...,
+            metadata: dict[str, Any] = ...,
+        ) -> None: ...
+
+
 class AllToolsDeniedEvent(AgentEvent):
     type: Literal["all_tools_denied"] = "all_tools_denied"
     denied_tool_calls: list[ToolUseBlock]
@@ -440,6 +465,7 @@ AnyEvent = Annotated[
     | ToolResultEndEvent
     | ExceedMaxItersEvent
     | RequestStopEvent
+    | RequestContinueEvent
     | AllToolsDeniedEvent
     | RequireUserConfirmEvent
     | UserConfirmResultEvent

@@ -30,6 +30,7 @@ NAMES = [
     "reply_budget",
     "tracing_otel",
     "durable_sessions",
+    "continue_once",
 ]
 
 
@@ -184,6 +185,14 @@ def test_reply_budget(runs: dict[str, Run]) -> None:
     assert "tool_choice=none hint=True" in calls[3]
     assert lines[-2].startswith("hint event: The token budget for this reply is used up.")
     assert lines[-1] == "answer: Here is what I found so far."
+
+
+def test_continue_once(runs: dict[str, Run]) -> None:
+    assert ok(runs, "continue_once").lines == [
+        "model call 1 ends with user: What is 2 + 2?",
+        "model call 2 ends with user: Before you finish, check your result once more.",
+        "answer: Checked again: 2 + 2 = 4. (MODEL_STOP)",
+    ]
 
 
 def test_tracing_otel(runs: dict[str, Run]) -> None:

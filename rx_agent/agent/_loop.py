@@ -108,11 +108,16 @@ class ReActLoop:
             if ended is not None:
                 return ended
 
-        for iteration in range(1, config.max_iters + 1):
+        # A continue request may raise the limit, never past twice max_iters.
+        limit, cap = config.max_iters, 2 * config.max_iters
+        iteration = 0
+        while iteration < limit:
+            iteration += 1
             if scope.interrupted:
                 return scope.close_interrupted(state)
             rin = ReasoningInput(self._model_messages(state), tools, options, iteration)
             rnd = Round()
+            scope.continue_request = None  # heard per round
             try:
                 msg = await self.reason(rin, rnd)
             except Interrupted:
@@ -136,14 +141,24 @@ class ReActLoop:
                     return ended
                 continue
             if msg is not None and msg.has_visible_text:
-                msg.generate_reason = GenerateReason.MODEL_STOP
-                return msg
-            reminder = HintBlock(hint=_EMPTY_ANSWER_REMINDER)
-            state.context.append(Msg(role=Role.USER, content=[reminder]))
+                request = scope.continue_request
+                if request is None:
+                    msg.generate_reason = GenerateReason.MODEL_STOP
+                    return msg
+                # Not the reply's end: stored without a generate_reason, like a round
+                # the loop goes on from.
+                limit = min(limit + request.extra_iters, cap)
+                hint = request.hint
+                if not hint:
+                    continue
+                check_value(hint, "RequestContinueEvent.hint")
+            else:
+                hint = _EMPTY_ANSWER_REMINDER
+            state.context.append(Msg(role=Role.USER, content=[HintBlock(hint=hint)]))
 
         scope.emit(
             ExceedMaxItersEvent.make(scope.source, max_iters=config.max_iters,
-                                     current_iter=config.max_iters)
+                                     current_iter=iteration)
         )
         return await self.summarize(state)
 

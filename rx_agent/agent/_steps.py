@@ -20,7 +20,7 @@ from reactivex import abc as rxabc
 from .._record import new_id
 from .._rx import LoopAffinity, subscribe_direct
 from ..context import AgentState, RuntimeContext
-from ..event import AgentEvent, RequestStopEvent
+from ..event import AgentEvent, RequestContinueEvent, RequestStopEvent
 from ..message import GenerateReason, Msg, Role, ToolResultState
 from ..middleware.base import Agent, ExtensionPoint
 from ._blocks import MessageAccumulator
@@ -38,6 +38,9 @@ _INTERRUPTED_TEXT = "The reply was interrupted."
 # Event classes seen so far: an exact-type set lookup is much cheaper per event than
 # isinstance against pydantic's ABC metaclass; a new subclass is added on first sight.
 EVENT_TYPES: set[type] = set()
+# The subset that steers the loop (stop and continue requests, subclasses included),
+# filled by is_event alongside EVENT_TYPES, so the watch is one set lookup per event.
+_CONTROL_TYPES: set[type] = set()
 
 
 def is_event(item: object) -> bool:
@@ -46,7 +49,10 @@ def is_event(item: object) -> bool:
     if type(item) in EVENT_TYPES:
         return True
     if isinstance(item, AgentEvent):
-        EVENT_TYPES.add(type(item))
+        cls = type(item)
+        if issubclass(cls, (RequestStopEvent, RequestContinueEvent)):
+            _CONTROL_TYPES.add(cls)
+        EVENT_TYPES.add(cls)
         return True
     return False
 
@@ -77,6 +83,7 @@ class CallScope:
         "agent",
         "checkpoint",
         "config",
+        "continue_request",
         "ctx",
         "cut_batch",
         "emit",
@@ -114,6 +121,8 @@ class CallScope:
         self.interrupted = False
         self.interrupt_msg: Msg | None = None
         self.stop_request: RequestStopEvent | None = None
+        # The first continue request of the current reasoning round (the loop resets it).
+        self.continue_request: RequestContinueEvent | None = None
         self.step: _Step | None = None
         # The call's outcome is saved: a cancelled step still unwinding must not
         # append to the context any more.
@@ -156,9 +165,10 @@ class CallScope:
     ) -> None:
         """Run one step's stream to completion, forwarding its events to the caller.
 
-        ``point`` is the hook chain the stream leaves: its items are checked and stop
-        requests watched there (``None`` for the core's own stream). While ``rnd`` has a
-        capture, it is fed every event (a round ``on_reasoning`` answers by itself).
+        ``point`` is the hook chain the stream leaves: its items are checked and stop and
+        continue requests watched there (``None`` for the core's own stream). While
+        ``rnd`` has a capture, it is fed every event (a round ``on_reasoning`` answers by
+        itself).
         """
         where = self.affinity
         assert where is not None
@@ -187,8 +197,8 @@ class CallScope:
                 if type(event) not in EVENT_TYPES and not is_event(event):
                     future.set_exception(self.not_an_event(point, event))
                     return
-                if isinstance(event, RequestStopEvent) and self.stop_request is None:
-                    self.stop_request = event
+                if type(event) in _CONTROL_TYPES:
+                    self._control(event, acting)
                 if rnd is not None:
                     capture = rnd.capture  # dropped once the model answers
                     if capture is not None:
@@ -231,6 +241,15 @@ class CallScope:
             self.step = None
             if step.subscription is not None:
                 step.subscription.dispose()
+
+    def _control(self, event: AgentEvent, acting: bool) -> None:
+        """Record a stop or continue request (the first of each kind wins)."""
+        if isinstance(event, RequestStopEvent):
+            if self.stop_request is None:
+                self.stop_request = event
+        elif not acting and self.continue_request is None:  # acting's are ignored
+            assert isinstance(event, RequestContinueEvent)
+            self.continue_request = event
 
     def not_an_event(self, point: ExtensionPoint, item: Any) -> TypeError:
         plan = self.config.plan
