@@ -78,6 +78,7 @@ from .middleware import (
 from .model import ChatModel, ModelError, ScriptedModel
 from .options import GenerateOptions
 from .permissions import Permission
+from .plugin import Plugin
 from .session import (
     ConcurrentSessionModificationError,
     ConflictPolicy,
@@ -178,6 +179,7 @@ __all__ = [
     "Permission",
     "PermissionRule",
     "PlanError",
+    "Plugin",
     "ReActAgent",
     "ReActAgentBuilder",
     "ReasoningInput",

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "rx_agent.options", "rx_agent.errors")),
     ("context", ("rx_agent.context", "rx_agent.session")),
     ("middleware", ("rx_agent.middleware",)),
-    ("models and tools", ("rx_agent.model", "rx_agent.tool")),
+    ("models and tools", ("rx_agent.model", "rx_agent.tool", "rx_agent.plugin")),
     ("agent", ("rx_agent.agent",)),
     ("built-ins", ("rx_agent.builtin", "rx_agent.tracing", "rx_agent.operators",
                    "rx_agent.testing")),

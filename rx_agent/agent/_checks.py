@@ -20,6 +20,7 @@ from ..middleware.inputs import AgentInput
 from ..model.base import ChatModel
 from ..options import GenerateOptions
 from ..permissions import PermissionRule
+from ..plugin import Plugin
 from ..session import ConflictPolicy, SessionStore
 from ..tool.toolkit import Toolkit
 
@@ -35,6 +36,8 @@ __all__ = [
     "check_middlewares",
     "check_model",
     "check_name",
+    "check_plugin",
+    "check_plugins",
     "check_positive",
     "check_rules",
     "check_seconds",
@@ -250,3 +253,26 @@ def interrupt_message(msg: object) -> Msg | None:
         raise TypeError(f"interrupt(ctx, msg): msg must be a Msg or a str, got {show(msg)}")
     check_value(msg, "the interrupt message")
     return msg
+
+
+def check_plugin(value: object, where: str) -> Plugin:
+    if isinstance(value, Plugin):
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        problem = f"a {type(value).__name__}; use plugins([...]) for several"
+    elif isinstance(value, MiddlewareBase):
+        problem = f"a middleware ({show(value)}); use middleware(mw), or wrap it in a Plugin"
+    else:
+        problem = show(value)
+    raise TypeError(f"{where}, got {problem}")
+
+
+def check_plugins(values: object, label: str) -> list[Plugin]:
+    if isinstance(values, Plugin):
+        raise TypeError(f"{label} takes a list of plugins; use plugin(p) for one")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"{label} takes a list of Plugin, got {show(values)}")
+    return [
+        check_plugin(p, f"{label} item #{i} must be a Plugin")
+        for i, p in enumerate(values)
+    ]

@@ -14,6 +14,7 @@ from ..middleware.base import MiddlewareBase
 from ..model.base import ChatModel
 from ..options import GenerateOptions
 from ..permissions import PermissionRule
+from ..plugin import Plugin, assemble
 from ..session import (
     ANONYMOUS_USER,
     ConflictPolicy,
@@ -36,6 +37,8 @@ from ._checks import (
     check_middlewares,
     check_model,
     check_name,
+    check_plugin,
+    check_plugins,
     check_positive,
     check_rules,
     check_seconds,
@@ -91,6 +94,7 @@ class ReActAgent(Calling):
         session_lease_ttl: float = 30.0,
         conflict_policy: ConflictPolicy | str = ConflictPolicy.FAIL,
         tool_timeout: float | None = None,
+        plugins: Iterable[Plugin] = (),
     ) -> None:
         check_name(name)
         check_model("model", model)
@@ -111,12 +115,17 @@ class ReActAgent(Calling):
             check_bool("enable_task_list", enable_task_list)
         initial, maximum = check_backoff(retry_backoff)
         registered = check_middlewares(middlewares, "middlewares")
+        added = tuple(check_plugins(plugins, "plugins"))
         rules = check_rules(permission_rules)
 
-        toolkit = toolkit if toolkit is not None else Toolkit()
         store = session_store if session_store is not None else InMemorySessionStore()
-        if enable_task_list:
-            registered.append(enable_tasks(toolkit))
+        # Every tool source merged once (the user's toolkit is never changed); plugin
+        # middlewares follow the direct ones, so equal orders put them after.
+        toolkit, registered = assemble(
+            toolkit if toolkit is not None else Toolkit(), registered, added,
+            (enable_tasks,) if enable_task_list else (),
+        )
+        self._plugins = added
         # Everything a run reads, frozen: no setting changes under a call in flight.
         self._config = AgentConfig(
             name=name,
@@ -190,6 +199,11 @@ class ReActAgent(Calling):
     def middlewares(self) -> tuple[MiddlewareBase, ...]:
         """Every registered middleware in plan order, silent ones included."""
         return self._config.plan.middlewares
+
+    @property
+    def plugins(self) -> tuple[Plugin, ...]:
+        """The plugins given at build time, in registration order."""
+        return self._plugins
 
     @property
     def sys_prompt(self) -> str:
@@ -271,6 +285,7 @@ class ReActAgentBuilder:
     def __init__(self) -> None:
         self._kwargs: dict[str, Any] = {}
         self._middlewares: list[MiddlewareBase] = []
+        self._plugins: list[Plugin] = []
 
     def _set(self, key: str, value: Any) -> ReActAgentBuilder:
         self._kwargs[key] = value
@@ -302,6 +317,16 @@ class ReActAgentBuilder:
     def middlewares(self, middlewares: Iterable[MiddlewareBase]) -> ReActAgentBuilder:
         """Append several middlewares, in order."""
         self._middlewares.extend(check_middlewares(middlewares, "middlewares()"))
+        return self
+
+    def plugin(self, plugin: Plugin) -> ReActAgentBuilder:
+        """Add a plugin: its middlewares join the plan, its tools the toolkit."""
+        self._plugins.append(check_plugin(plugin, "plugin() takes a Plugin"))
+        return self
+
+    def plugins(self, plugins: Iterable[Plugin]) -> ReActAgentBuilder:
+        """Add several plugins, in order."""
+        self._plugins.extend(check_plugins(plugins, "plugins()"))
         return self
 
     def max_iters(self, n: int) -> ReActAgentBuilder:
@@ -391,7 +416,8 @@ class ReActAgentBuilder:
         missing = [k for k in ("name", "model") if k not in self._kwargs]
         if missing:
             raise ValueError(f"ReActAgent.builder() is missing: {', '.join(missing)}")
-        return ReActAgent(middlewares=list(self._middlewares), **self._kwargs)
+        return ReActAgent(middlewares=list(self._middlewares), plugins=list(self._plugins),
+                          **self._kwargs)
 
 
 

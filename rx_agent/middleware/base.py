@@ -8,7 +8,7 @@ build time), not by which methods are overridden.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from reactivex import Observable
@@ -68,7 +68,7 @@ class MiddlewareBase:
 
     Every hook may also be written without ``ctx``, as some Java examples do
     (``on_model_call(self, agent, input, next)``): the plan detects the form once
-    when the agent is built. ``order`` and ``active_points`` must stay methods.
+    when the agent is built. ``order``, ``active_points`` and ``list_tools`` must stay methods.
     """
 
     def order(self) -> int:
@@ -83,6 +83,16 @@ class MiddlewareBase:
         silent.
         """
         return None
+
+    def list_tools(self) -> Sequence[Callable[..., Any]]:
+        """Tools this middleware brings (``@tool`` functions, ``Tool``s or plain
+        functions); default none.
+
+        Read once when the agent is built, like :meth:`active_points`: they join the
+        agent's toolkit with the source ``"middleware ClassName"``, and a name that
+        is already taken fails the build. Not on the run path.
+        """
+        return ()
 
     def on_agent(
         self,

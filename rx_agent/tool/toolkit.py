@@ -66,6 +66,9 @@ class Tool:
         self.concurrency_safe = concurrency_safe
         self.timeout = _check_timeout(timeout)
         self.rules: tuple[PermissionRule, ...] = tuple(rules)
+        # Where the agent got it ("toolkit", "built-in", "middleware X", "plugin p"),
+        # for messages naming a clash; the agent sets it when it merges its tools.
+        self.source = "toolkit"
         for rule in self.rules:
             if not isinstance(rule, PermissionRule):
                 raise TypeError(f"tool rules must be PermissionRule, got {type(rule).__name__}")
