@@ -190,14 +190,21 @@ def check_middleware(value: object, where: str) -> MiddlewareBase:
     raise TypeError(f"{where}, got {problem}")
 
 
-def check_middlewares(values: object, label: str) -> list[MiddlewareBase]:
-    if isinstance(values, MiddlewareBase):
-        raise TypeError(f"{label} takes a list of middlewares; use middleware(mw) for one")
+def _sequence(values: object, label: str, one: type, single: str, many: str) -> list[object]:
+    """``values`` as a list, refusing one ``one`` instance or a non-iterable."""
+    if isinstance(values, one):
+        raise TypeError(f"{label} takes a list of {single}")
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"{label} takes a list of MiddlewareBase instances, got {show(values)}")
+        raise TypeError(f"{label} takes a list of {many}, got {show(values)}")
+    return list(values)
+
+
+def check_middlewares(values: object, label: str) -> list[MiddlewareBase]:
+    items = _sequence(values, label, MiddlewareBase,
+                      "middlewares; use middleware(mw) for one", "MiddlewareBase instances")
     return [
         check_middleware(mw, f"{label} item #{i} must be a MiddlewareBase instance")
-        for i, mw in enumerate(values)
+        for i, mw in enumerate(items)
     ]
 
 
@@ -268,11 +275,5 @@ def check_plugin(value: object, where: str) -> Plugin:
 
 
 def check_plugins(values: object, label: str) -> list[Plugin]:
-    if isinstance(values, Plugin):
-        raise TypeError(f"{label} takes a list of plugins; use plugin(p) for one")
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"{label} takes a list of Plugin, got {show(values)}")
-    return [
-        check_plugin(p, f"{label} item #{i} must be a Plugin")
-        for i, p in enumerate(values)
-    ]
+    items = _sequence(values, label, Plugin, "plugins; use plugin(p) for one", "Plugin")
+    return [check_plugin(p, f"{label} item #{i} must be a Plugin") for i, p in enumerate(items)]
