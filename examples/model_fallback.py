@@ -1,5 +1,6 @@
 """The Java guide's ``ModelFallbackMiddleware``: when the primary model fails, call
-``next`` again with a backup model. Then the built-in way to do the same.
+``next`` again with a backup model (``aops.fallback_to``; the plain RxPY form is on the
+Examples page of the docs). Then the built-in way to do the same.
 
 The agent's own retries run *below* ``on_model_call``: the error a middleware sees
 from ``next(input)`` comes after ``max_retries`` attempts on the primary (3 by
@@ -16,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from reactivex import Observable
-from reactivex import operators as ops
 
 from rx_agent import (
     AgentEvent,
@@ -28,6 +28,7 @@ from rx_agent import (
     RuntimeContext,
     ScriptedModel,
 )
+from rx_agent import operators as aops
 from rx_agent.middleware import Agent
 from rx_agent.model import ModelServerError
 
@@ -47,11 +48,10 @@ class ModelFallbackMiddleware(MiddlewareBase):
         next: Callable[[ModelCallInput], Observable[AgentEvent]],
     ) -> Observable[AgentEvent]:
         # Reached only once the built-in retries on input.model are spent.
-        def switch(error: Exception, _: Observable[AgentEvent]) -> Observable[AgentEvent]:
+        def report(model: ChatModel, error: Exception) -> None:
             print(f"  primary failed: {type(error).__name__}: {error}; switching to fallback")
-            return next(input.with_(model=self.fallback))
 
-        return next(input).pipe(ops.catch(switch))
+        return aops.fallback_to(self.fallback, listener=report)(next, input)
 # --8<-- [end:middleware]
 
 

@@ -1,11 +1,10 @@
 """The Java guide's ``RateLimitMiddleware``: a minimum interval between model calls,
 shared by every call of every agent that uses the instance.
 
-The wait is a ``reactivex.timer`` on an ``AsyncIOScheduler`` bound to the agent's
-event loop (hooks run on that loop's thread), so waiting holds no thread and the
-model call starts on the loop. Without a scheduler, RxPY's ``timer`` would run on a
-``TimeoutScheduler`` thread: the runtime copes with that hop, but it costs a thread
-per wait.
+``aops.rate_limit`` reserves each call's slot when it arrives (concurrent calls queue
+one interval apart) and waits on the agent's event loop (hooks run on that loop's
+thread), so waiting holds no thread and the model call starts on the loop. The same
+middleware in plain RxPY is on the Examples page of the docs.
 
 Run: python examples/rate_limit.py
 """
@@ -13,15 +12,11 @@ Run: python examples/rate_limit.py
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-import reactivex
 from reactivex import Observable
-from reactivex import operators as ops
-from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from rx_agent import (
     AgentEvent,
@@ -34,6 +29,7 @@ from rx_agent import (
     RuntimeContext,
     ScriptedModel,
 )
+from rx_agent import operators as aops
 from rx_agent.middleware import Agent
 
 
@@ -42,9 +38,8 @@ class RateLimitMiddleware(MiddlewareBase):
     """At most one model call per ``min_interval`` seconds (shared state, on purpose)."""
 
     def __init__(self, min_interval: float) -> None:
-        self.min_interval = min_interval
-        self._lock = threading.Lock()
-        self._next_slot = 0.0  # monotonic time at which the next call may start
+        # One operator instance keeps the schedule for every call that uses it.
+        self.limit = aops.rate_limit(min_interval)
 
     def active_points(self) -> Collection[ExtensionPoint]:
         return {ExtensionPoint.ON_MODEL_CALL}
@@ -53,21 +48,7 @@ class RateLimitMiddleware(MiddlewareBase):
         self, agent: Agent, ctx: RuntimeContext, input: ModelCallInput,
         next: Callable[[ModelCallInput], Observable[AgentEvent]],
     ) -> Observable[AgentEvent]:
-        # Reserve a slot now, so concurrent calls queue up instead of all waiting the
-        # same interval and then firing together.
-        with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next_slot)
-            self._next_slot = start + self.min_interval
-        wait = start - now
-        if wait <= 0:
-            return next(input)
-        try:
-            scheduler = AsyncIOScheduler(asyncio.get_running_loop())
-        except RuntimeError:  # not on a loop thread: fall back to a timer thread
-            scheduler = None
-        delay = reactivex.timer(wait, scheduler=scheduler).pipe(ops.ignore_elements())
-        return reactivex.concat(delay, next(input))
+        return next(input).pipe(self.limit)
 # --8<-- [end:middleware]
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import reactivex
 from reactivex import Observable
 from reactivex import operators as ops
 
@@ -29,8 +28,10 @@ from rx_agent import (
     ToolUseBlock,
     UserConfirmResultEvent,
 )
+from rx_agent import operators as aops
 
 
+# --8<-- [start:middleware]
 class StopOnAllDeniedMiddleware(MiddlewareBase):
     """Answers ``AllToolsDeniedEvent`` with a stop request (reason ALL_TOOLS_DENIED)."""
 
@@ -39,16 +40,10 @@ class StopOnAllDeniedMiddleware(MiddlewareBase):
 
     def on_acting(self, agent: Any, ctx: RuntimeContext, input: ActingInput,
                   next: Any) -> Observable[AgentEvent]:
-        def expand(event: AgentEvent) -> Observable[AgentEvent]:
-            if isinstance(event, AllToolsDeniedEvent):
-                return reactivex.of(
-                    event,
-                    RequestStopEvent("All tools denied by user", GenerateReason.ALL_TOOLS_DENIED),
-                )
-            return reactivex.of(event)
-
-        # concat_map keeps the order of events (Reactor's flatMap over Flux.just).
-        return next(input).pipe(ops.concat_map(expand))
+        # Right after the AllToolsDeniedEvent, in order (Reactor: flatMap over Flux.just).
+        return next(input).pipe(aops.inject_after(AllToolsDeniedEvent, lambda _: RequestStopEvent(
+            "All tools denied by user", GenerateReason.ALL_TOOLS_DENIED)))
+# --8<-- [end:middleware]
 
 
 def drop_table(table: str) -> str:

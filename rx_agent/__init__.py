@@ -10,7 +10,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .agent import NoResultError, ReActAgent, ReActAgentBuilder, ResumeError
+from .agent import (
+    NoResultError,
+    ReActAgent,
+    ReActAgentBuilder,
+    ResumeError,
+    StructuredOutputError,
+)
 from .context import AgentState, RuntimeContext
 from .errors import RxAgentError
 from .event import (
@@ -20,6 +26,7 @@ from .event import (
     AgentStartEvent,
     AllToolsDeniedEvent,
     ConfirmResult,
+    ContextCompressedEvent,
     CustomEvent,
     DataBlockDeltaEvent,
     DataBlockEndEvent,
@@ -29,6 +36,7 @@ from .event import (
     HintBlockEvent,
     ModelCallEndEvent,
     ModelCallStartEvent,
+    NestedEvent,
     PermissionRule,
     RequestContinueEvent,
     RequestStopEvent,
@@ -68,6 +76,7 @@ from .middleware import (
     ActingInput,
     AgentFinishOutcome,
     AgentInput,
+    CompressContextInput,
     ExecutionPlan,
     ExtensionPoint,
     MiddlewareBase,
@@ -97,10 +106,33 @@ logging.getLogger("rx_agent").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from .builtin.budget import ReplyBudgetControlMiddleware
+    from .builtin.compaction import CompactionMiddleware
     from .builtin.final_answer import FinalAnswerFilterMiddleware
+    from .builtin.memory import (
+        LongTermMemory,
+        LongTermMemoryMiddleware,
+        MemoryFact,
+        SqliteLongTermMemory,
+    )
+    from .builtin.rag import (
+        Document,
+        Knowledge,
+        Passage,
+        RAGMiddleware,
+        SqliteKnowledge,
+        VectorKnowledge,
+    )
+    from .builtin.router import ChatModelCandidate, ModelRouterMiddleware
     from .builtin.tasks import TaskReminderMiddleware, TodoTools
+    from .builtin.tts import TTSMiddleware
+    from .model.anthropic import AnthropicChatModel
+    from .model.embeddings import Embeddings, OpenAIEmbeddings
+    from .model.espeak import EspeakTTSModel
     from .model.openai import OpenAIChatModel
+    from .model.openai_tts import OpenAITTSModel
+    from .model.tts import TTSModel
     from .session import RedisSessionStore, SqliteSessionStore, session_store_from_url
+    from .tool.mcp import McpToolSource
     from .tracing import OtelTracingMiddleware
 
 # Names whose modules pull optional dependencies (httpx, the OpenTelemetry SDK) or
@@ -112,17 +144,41 @@ _LAZY = {
     "TaskReminderMiddleware": "rx_agent.builtin.tasks",
     "TodoTools": "rx_agent.builtin.tasks",
     "ReplyBudgetControlMiddleware": "rx_agent.builtin.budget",
+    "RAGMiddleware": "rx_agent.builtin.rag",
+    "Knowledge": "rx_agent.builtin.rag",
+    "Passage": "rx_agent.builtin.rag",
+    "Document": "rx_agent.builtin.rag",
+    "SqliteKnowledge": "rx_agent.builtin.rag",
+    "VectorKnowledge": "rx_agent.builtin.rag",
+    "Embeddings": "rx_agent.model.embeddings",
+    "OpenAIEmbeddings": "rx_agent.model.embeddings",
+    "LongTermMemoryMiddleware": "rx_agent.builtin.memory",
+    "LongTermMemory": "rx_agent.builtin.memory",
+    "MemoryFact": "rx_agent.builtin.memory",
+    "SqliteLongTermMemory": "rx_agent.builtin.memory",
+    "CompactionMiddleware": "rx_agent.builtin.compaction",
     "SqliteSessionStore": "rx_agent.session",
     "RedisSessionStore": "rx_agent.session",
     "session_store_from_url": "rx_agent.session",
+    "McpToolSource": "rx_agent.tool.mcp",
+    "AnthropicChatModel": "rx_agent.model.anthropic",
+    "ModelRouterMiddleware": "rx_agent.builtin.router",
+    "ChatModelCandidate": "rx_agent.builtin.router",
+    "TTSMiddleware": "rx_agent.builtin.tts",
+    "TTSModel": "rx_agent.model.tts",
+    "EspeakTTSModel": "rx_agent.model.espeak",
+    "OpenAITTSModel": "rx_agent.model.openai_tts",
 }
 
 
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name == "operators":  # ``rx_agent.operators`` after a bare ``import rx_agent``
+        return importlib.import_module("rx_agent.operators")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'rx_agent' has no attribute {name!r}")
-    import importlib
 
     value = getattr(importlib.import_module(module), name)
     _short_module(value)
@@ -147,16 +203,24 @@ __all__ = [
     "AgentStartEvent",
     "AgentState",
     "AllToolsDeniedEvent",
+    "AnthropicChatModel",
     "ChatModel",
+    "ChatModelCandidate",
     "ChatUsage",
+    "CompactionMiddleware",
+    "CompressContextInput",
     "ConcurrentSessionModificationError",
     "ConfirmResult",
     "ConflictPolicy",
+    "ContextCompressedEvent",
     "CustomEvent",
     "DataBlock",
     "DataBlockDeltaEvent",
     "DataBlockEndEvent",
     "DataBlockStartEvent",
+    "Document",
+    "Embeddings",
+    "EspeakTTSModel",
     "ExceedMaxItersEvent",
     "ExecutionPlan",
     "ExtensionPoint",
@@ -167,19 +231,30 @@ __all__ = [
     "HintBlock",
     "HintBlockEvent",
     "InMemorySessionStore",
+    "Knowledge",
+    "LongTermMemory",
+    "LongTermMemoryMiddleware",
+    "McpToolSource",
+    "MemoryFact",
     "MiddlewareBase",
     "ModelCallEndEvent",
     "ModelCallInput",
     "ModelCallStartEvent",
     "ModelError",
+    "ModelRouterMiddleware",
     "Msg",
+    "NestedEvent",
     "NoResultError",
     "OpenAIChatModel",
+    "OpenAIEmbeddings",
+    "OpenAITTSModel",
     "OtelTracingMiddleware",
+    "Passage",
     "Permission",
     "PermissionRule",
     "PlanError",
     "Plugin",
+    "RAGMiddleware",
     "ReActAgent",
     "ReActAgentBuilder",
     "ReasoningInput",
@@ -199,7 +274,12 @@ __all__ = [
     "SessionKey",
     "SessionRecoveredEvent",
     "SessionStore",
+    "SqliteKnowledge",
+    "SqliteLongTermMemory",
     "SqliteSessionStore",
+    "StructuredOutputError",
+    "TTSMiddleware",
+    "TTSModel",
     "TaskReminderMiddleware",
     "TextBlock",
     "TextBlockDeltaEvent",
@@ -224,6 +304,7 @@ __all__ = [
     "ToolUseBlock",
     "Toolkit",
     "UserConfirmResultEvent",
+    "VectorKnowledge",
     "__version__",
     "parse_event",
     "session_store_from_url",

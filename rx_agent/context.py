@@ -182,6 +182,7 @@ class RuntimeContext:
         with self._lock:
             new._attrs = dict(self._attrs)
         new.agent_state = self.agent_state
+        new._base = self._base  # a fallback context stays readable underneath
         return new
 
     def _with_fallback(self, base: RuntimeContext | None) -> RuntimeContext:

@@ -7,11 +7,11 @@ and a ``type`` discriminator, so ``parse_event(e.model_dump_json())`` rebuilds i
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from ._record import CHECK_RECORDS, Record, check_fields, new_id, now
+from ._event_base import AgentEvent
 from .message import (
     ChatUsage,
     DataBlock,
@@ -31,6 +31,7 @@ __all__ = [
     "AllToolsDeniedEvent",
     "AnyEvent",
     "ConfirmResult",
+    "ContextCompressedEvent",
     "CustomEvent",
     "DataBlockDeltaEvent",
     "DataBlockEndEvent",
@@ -40,6 +41,7 @@ __all__ = [
     "HintBlockEvent",
     "ModelCallEndEvent",
     "ModelCallStartEvent",
+    "NestedEvent",
     "PermissionRule",
     "RequestContinueEvent",
     "RequestStopEvent",
@@ -62,61 +64,6 @@ __all__ = [
     "UserConfirmResultEvent",
     "parse_event",
 ]
-
-_new = object.__new__
-_set = object.__setattr__
-_BASE_FIELDS = frozenset({"id", "created_at", "source", "metadata", "type"})
-
-
-class AgentEvent(Record):
-    """Base of every event. ``type`` names the concrete class in JSON."""
-
-    type: str
-    id: str = Field(default_factory=new_id)
-    created_at: float = Field(default_factory=now)
-    source: str | None = Field(default=None, description="Name of the emitting agent.")
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    # Default values of the concrete class, for the runtime's validation-free path.
-    _defaults: ClassVar[dict[str, Any]] = {}
-    _all_fields: ClassVar[set[str]] = set()
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        if "__positional__" not in cls.__dict__:
-            cls.__positional__ = tuple(n for n in cls.model_fields if n not in _BASE_FIELDS)
-        # Every field in declaration order (the order validation produces), with its
-        # default; the runtime fills the rest, so dumps look the same either way.
-        cls._defaults = {
-            name: None if f.is_required() or f.default_factory is not None else f.default
-            for name, f in cls.model_fields.items()
-        }
-        # Every field is set on a runtime-built event, so one shared "fields set" per
-        # class is exact (pydantic only ever adds names that are already in it).
-        cls._all_fields = set(cls.model_fields)
-
-    @classmethod
-    def make(cls, source: str | None = None, /, **values: Any) -> Self:
-        """Build an event from runtime-produced values without validation (hot path).
-
-        With ``RX_AGENT_CHECK_RECORDS=1`` (the test suite sets it) every key is checked
-        against the class's fields."""
-        if CHECK_RECORDS:
-            check_fields(cls, values, exact=False)
-        obj = _new(cls)
-        data = cls._defaults.copy()
-        data["id"] = new_id()
-        data["created_at"] = now()
-        data["source"] = source
-        data["metadata"] = {}
-        data.update(values)
-        _set(obj, "__dict__", data)
-        _set(obj, "__pydantic_fields_set__", cls._all_fields)
-        _set(obj, "__pydantic_extra__", None)
-        _set(obj, "__pydantic_private__", None)
-        return obj
-
 
 # -- lifecycle -------------------------------------------------------------------
 
@@ -440,6 +387,60 @@ class SessionRecoveredEvent(AgentEvent):
         ) -> None: ...
 
 
+# -- context and nesting -------------------------------------------------------------
+
+
+class ContextCompressedEvent(AgentEvent):
+    """``on_compress_context`` replaced the session context at the top of round
+    ``iteration`` (a :class:`~rx_agent.CompactionMiddleware` summary, say); the new
+    context is what later rounds see and what the state saves. Token figures are the
+    compressing middleware's estimates, when it gives them."""
+
+    type: Literal["context_compressed"] = "context_compressed"
+    iteration: int
+    messages_before: int
+    messages_after: int
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+class NestedEvent(AgentEvent):
+    """An event of an inner stream carried in this agent's stream: a sub-agent run as
+    a tool (``scope="sub_agent"``, between the tool call's result start and end) or a
+    middleware's own model call (``scope="compaction"``). The reply's text, thinking
+    and tool-call consumers never mistake it for the outer agent's own; ``event`` is
+    the original (nested again for a sub-agent of a sub-agent)."""
+
+    type: Literal["nested"] = "nested"
+    scope: str
+    event: AnyEvent
+    agent: str | None = Field(default=None, description="Name of the inner agent.")
+    tool_call_id: str | None = Field(default=None,
+                                     description="The outer tool call that runs it.")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            scope: str,
+            event: AgentEvent,
+            agent: str | None = ...,
+            tool_call_id: str | None = ...,
+            *,
+            id: str = ...,
+            created_at: float = ...,
+            source: str | None = ...,
+            metadata: dict[str, Any] = ...,
+        ) -> None: ...
+
+    def innermost(self) -> AgentEvent:
+        """The original event under every level of nesting."""
+        event: AgentEvent = self.event
+        while isinstance(event, NestedEvent):
+            event = event.event
+        return event
+
+
 AnyEvent = Annotated[
     AgentStartEvent
     | AgentEndEvent
@@ -472,10 +473,14 @@ AnyEvent = Annotated[
     | RequireExternalExecutionEvent
     | ExternalExecutionResultEvent
     | SessionRecoveredEvent
+    | ContextCompressedEvent
+    | NestedEvent
     | CustomEvent,
     Field(discriminator="type"),
 ]
 """The union of every concrete event, discriminated by ``type``."""
+
+NestedEvent.model_rebuild()  # its ``event`` field is the union above
 
 @functools.cache
 def _adapter() -> TypeAdapter[AgentEvent]:

@@ -298,6 +298,18 @@ class Msg(Record):
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 
     @property
+    def structured(self) -> Any:
+        """The validated instance of a structured-output reply
+        (``call(..., structured_model=M)``), else ``None``. Not serialized: after a JSON
+        round trip the data is in ``metadata["structured_output"]``."""
+        private = self.__pydantic_private__
+        return private.get("structured") if private else None
+
+    def set_structured(self, value: Any) -> None:
+        """Attach a structured-output instance (the runtime does, for the final message)."""
+        object.__setattr__(self, "__pydantic_private__", {"structured": value})
+
+    @property
     def thinking(self) -> str:
         return "".join(b.thinking for b in self.content if isinstance(b, ThinkingBlock))
 

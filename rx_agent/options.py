@@ -21,6 +21,8 @@ class GenerateOptions:
     """Sampling and tool-choice options for one model call (immutable).
 
     ``extra`` holds provider-specific keys sent as-is (e.g. ``{"seed": 7}``).
+    ``response_schema`` (``{"name", "schema"}``) asks a model that supports it for JSON
+    text in that schema (structured output); other models ignore it.
     """
 
     temperature: float | None = None
@@ -29,6 +31,7 @@ class GenerateOptions:
     tool_choice: ToolChoice | None = None
     stop: tuple[str, ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    response_schema: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.temperature is not None and self.temperature < 0:

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The module fixture runs every block (example) side by side before the first test: its
+# time is charged to that test, so the limit covers the whole batch on a loaded machine.
+pytestmark = pytest.mark.timeout(900)
 EXAMPLES = ROOT / "examples"
 DOCS = ROOT / "docs"
 
@@ -31,6 +34,9 @@ NAMES = [
     "tracing_otel",
     "durable_sessions",
     "continue_once",
+    "serve_app",
+    "support_desk",
+    "mcp_tools",
 ]
 
 
@@ -288,3 +294,45 @@ def test_snippet_sources_exist(page: str, path: str, section: str | None) -> Non
         end = f"--8<-- [end:{section}]"
         assert start in text and end in text, f"{page}: {path} has no section {section!r}"
         assert text.index(start) < text.index(end)
+
+
+def test_serve_app(runs: dict[str, Run]) -> None:
+    lines = ok(runs, "serve_app").lines
+    assert lines[0].startswith("events: agent_start model_call_start tool_call_start")
+    assert lines[0].endswith("agent_result agent_end")
+    assert lines[1:] == [
+        "streamed: It is sunny and 21 °C in Paris.",
+        "reply: You said: Thanks!",
+        "stored: ['user', 'assistant', 'tool', 'assistant', 'user', 'assistant']",
+        "without a token: 401",
+    ]
+
+
+def test_support_desk(runs: dict[str, Run]) -> None:
+    assert ok(runs, "support_desk").lines == [
+        "ada/monday: You can ask for a refund within 30 days [1].",
+        "  saw: <knowledge> [1] source: refunds.md",
+        "  saw: <long-term-memory> - The user pays by credit card.",
+        "ada/friday: Refunds go back to your credit card [1].",
+        "  saw: <knowledge> [1] source: refunds.md",
+        "  saw: <long-term-memory> - The user pays by credit card.",
+        "bob/friday: Express orders arrive the next working day [1].",
+        "  saw: <knowledge> [1] source: shipping.md",
+    ]
+
+
+def test_mcp_tools(runs: dict[str, Run]) -> None:
+    lines = ok(runs, "mcp_tools").lines
+    assert lines[:2] == ["  units_delete_everything: permission denied by rules",
+                         "  units_delete_everything -> DENIED"]
+    assert lines[2:] == [
+        "  units_to_celsius: 100.0 C",
+        "  units_to_celsius -> SUCCESS",
+        "  units_count_words: [1/3]",
+        "  units_count_words: [2/3]",
+        "  units_count_words: [3/3]",
+        "  units_count_words: 3",
+        "  units_count_words -> SUCCESS",
+        "answer: Water boils at 100 C; the text has 3 words.",
+        "tools: units_to_celsius, units_count_words, units_delete_everything",
+    ]

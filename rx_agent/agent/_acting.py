@@ -124,7 +124,7 @@ class Acting:
         confirmed = confirmed or set()
         denied = denied or {}
         config = scope.config
-        toolkit = config.toolkit
+        toolkit = scope.toolkit
         # One reply id for every result of this batch, however it is decided.
         reply_id = new_id()
         run: list[ToolUseBlock] = []
@@ -135,7 +135,7 @@ class Acting:
             if call.id in denied:
                 run.append(call)  # the core writes the user's denial
                 continue
-            if call.id not in confirmed:
+            if call.id not in confirmed and tool is not scope.response_tool:
                 rules = [*state.permission_rules, *config.permission_rules,
                          *(tool.rules if tool is not None else ())]
                 decision, reason = decide(
@@ -239,7 +239,7 @@ class Acting:
         """Run the batch, adding results to the context in call order. Calls run
         concurrently only when every tool is concurrency-safe."""
         scope = self.scope
-        toolkit = scope.config.toolkit
+        toolkit = scope.toolkit
         batch.calls = calls
         denied = batch.denied
         results = batch.results
@@ -268,7 +268,7 @@ class Acting:
                     else:
                         results[call.id] = await execute(toolkit, call, scope.tool_ctx, emit,
                                                          scope.source, reply_id,
-                                                         scope.config.tool_timeout)
+                                                         scope.config.tool_timeout, scope)
             elif not scope.interrupted:
                 await self._run_concurrently(batch, emit)
             self._close(batch)
@@ -279,12 +279,12 @@ class Acting:
 
     async def _run_concurrently(self, batch: Batch, emit: Emit) -> None:
         scope = self.scope
-        toolkit = scope.config.toolkit
+        toolkit = scope.toolkit
         results = batch.results
 
         async def one(call: ToolUseBlock) -> None:
             block = await execute(toolkit, call, scope.tool_ctx, emit, scope.source,
-                                  batch.reply_id, scope.config.tool_timeout)
+                                  batch.reply_id, scope.config.tool_timeout, scope)
             if not batch.closed:  # a cancelled tool finishing late is not recorded
                 results[call.id] = block
 

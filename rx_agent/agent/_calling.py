@@ -8,6 +8,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+from pydantic import BaseModel
 from reactivex import Observable
 from reactivex import abc as rxabc
 
@@ -27,6 +28,7 @@ from ._checks import AgentInputLike, check_ctx, normalize
 from ._config import AgentConfig
 from ._lifecycle import Run
 from ._slots import SessionSlots
+from ._structured import check_structured_model
 
 __all__ = ["Calling", "NoResultError"]
 
@@ -48,29 +50,41 @@ class Calling:
     # -- calling -------------------------------------------------------------------
 
     def stream(
-        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
+        self,
+        msgs: AgentInputLike = None,
+        ctx: RuntimeContext | None = None,
+        *,
+        structured_model: type[BaseModel] | None = None,
     ) -> Observable[AgentEvent]:
         """A cold Observable of the call's events; each subscription is one execution.
 
         Subscribe from any thread: inside a running asyncio loop the call runs on that
-        loop; elsewhere on the runtime's own loop.
+        loop; elsewhere on the runtime's own loop. With ``structured_model`` (a pydantic
+        model class) the reply ends with a validated instance: the final message's
+        ``structured``, with reason ``STRUCTURED_OUTPUT``.
         """
         inp = normalize(msgs)
         check_ctx(ctx)
+        model = check_structured_model(structured_model)
 
         def subscribe(
             observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
         ) -> rxabc.DisposableBase:
-            run = Run(cast(Agent, self), self._config, self._slots, ctx, inp)
+            run = Run(cast(Agent, self), self._config, self._slots, ctx, inp, model)
             return run.subscribe(observer, scheduler)
 
         return DirectObservable(subscribe)
 
     def call(
-        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
+        self,
+        msgs: AgentInputLike = None,
+        ctx: RuntimeContext | None = None,
+        *,
+        structured_model: type[BaseModel] | None = None,
     ) -> Observable[Msg]:
-        """A cold Observable of the final message (one item)."""
-        events = self.stream(msgs, ctx)
+        """A cold Observable of the final message (one item); ``structured_model`` as
+        for :meth:`stream`."""
+        events = self.stream(msgs, ctx, structured_model=structured_model)
 
         def subscribe(observer: rxabc.ObserverBase[Msg], scheduler: Any = None) -> Any:
             refuse_blocking_run(scheduler)
@@ -93,10 +107,17 @@ class Calling:
 
         return DirectObservable(subscribe)
 
-    async def acall(self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None) -> Msg:
+    async def acall(
+        self,
+        msgs: AgentInputLike = None,
+        ctx: RuntimeContext | None = None,
+        *,
+        structured_model: type[BaseModel] | None = None,
+    ) -> Msg:
         """Run one call on the running loop and return the final message.
 
-        Cancelling the awaiting task disposes the call."""
+        Cancelling the awaiting task disposes the call. ``structured_model`` as for
+        :meth:`stream`."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Msg] = loop.create_future()
         box: list[Msg] = []
@@ -109,20 +130,32 @@ class Calling:
             if not future.done():
                 future.set_result(box[-1])
 
-        subscription = subscribe_direct(self.call(msgs, ctx), box.append, on_error, on_completed)
+        subscription = subscribe_direct(self.call(msgs, ctx, structured_model=structured_model),
+                                        box.append, on_error, on_completed)
         try:
             return await future
         finally:
             subscription.dispose()
 
     def astream(
-        self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None
+        self,
+        msgs: AgentInputLike = None,
+        ctx: RuntimeContext | None = None,
+        *,
+        structured_model: type[BaseModel] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """``async for event in agent.astream(...)``; leaving the loop early disposes."""
-        return aiter_observable(self.stream(msgs, ctx))
+        return aiter_observable(self.stream(msgs, ctx, structured_model=structured_model))
 
-    def call_sync(self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None) -> Msg:
-        """Block this thread until the call ends; not for use inside a running loop."""
+    def call_sync(
+        self,
+        msgs: AgentInputLike = None,
+        ctx: RuntimeContext | None = None,
+        *,
+        structured_model: type[BaseModel] | None = None,
+    ) -> Msg:
+        """Block this thread until the call ends; not for use inside a running loop.
+        ``structured_model`` as for :meth:`stream`."""
         if running_loop() is not None:
             raise RuntimeError(
                 "call_sync() would block the running event loop; use `await agent.acall()`"
@@ -137,7 +170,8 @@ class Calling:
         def on_next(msg: Msg) -> None:
             outcome[:] = [msg, None]
 
-        subscription = subscribe_direct(self.call(msgs, ctx), on_next, on_error, done.set)
+        subscription = subscribe_direct(self.call(msgs, ctx, structured_model=structured_model),
+                                        on_next, on_error, done.set)
         try:
             while not done.wait(0.1):  # a timeout keeps Ctrl-C responsive
                 pass

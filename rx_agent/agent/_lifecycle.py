@@ -16,6 +16,7 @@ import threading
 from typing import Any, cast
 
 import reactivex
+from pydantic import BaseModel
 from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable
@@ -102,6 +103,7 @@ class Run:
         slots: SessionSlots,
         caller_ctx: RuntimeContext | None,
         inp: AgentInput,
+        structured_model: type[BaseModel] | None = None,
     ) -> None:
         self.config = config
         self.caller_ctx = caller_ctx
@@ -129,7 +131,7 @@ class Run:
         self.result: Msg | None = None
         self.failed = False
         self.driving = False
-        self.react = ReActLoop(scope)
+        self.react = ReActLoop(scope, structured_model)
         # Only an on_agent middleware can put a non-event into the caller's stream.
         self.checked = config.plan.has_layers(ExtensionPoint.ON_AGENT)
 

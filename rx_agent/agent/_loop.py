@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable
@@ -20,12 +21,14 @@ from ..context import AgentState
 from ..event import AgentEvent, ExceedMaxItersEvent, ModelCallStartEvent
 from ..message import GenerateReason, HintBlock, Msg, Role, TextBlock, ToolUseBlock
 from ..middleware.base import ExtensionPoint
-from ..middleware.inputs import AgentInput, ModelCallInput, ReasoningInput
+from ..middleware.inputs import AgentInput, CompressContextInput, ModelCallInput, ReasoningInput
 from ._acting import Acting
 from ._blocks import MessageAccumulator
+from ._compress import replace_context
 from ._hitl import check_resume
 from ._model_call import ModelAttempts
 from ._steps import CallScope, Interrupted
+from ._structured import StructuredOutput, StructuredOutputError
 
 __all__ = ["ReActLoop", "Round"]
 
@@ -63,15 +66,23 @@ class Round:
 class ReActLoop:
     """Rounds of ``on_reasoning`` (with ``on_model_call`` inside) and ``on_acting``."""
 
-    __slots__ = ("acting", "model_chain", "reasoning_chain", "round", "scope", "system_msg")
+    __slots__ = ("acting", "compress_chain", "compressed", "model_chain", "reasoning_chain",
+                 "round", "scope", "structured", "system_msg")
 
-    def __init__(self, scope: CallScope) -> None:
+    def __init__(self, scope: CallScope, structured_model: type[BaseModel] | None = None) -> None:
         self.scope = scope
+        self.structured = None if structured_model is None else \
+            StructuredOutput(structured_model, scope.config.model)
         plan = scope.config.plan
         self.reasoning_chain = plan.wrap(ExtensionPoint.ON_REASONING, scope.agent, scope.ctx,
                                          self.core_reasoning)
         self.model_chain = plan.wrap(ExtensionPoint.ON_MODEL_CALL, scope.agent, scope.ctx,
                                      self.core_model_call)
+        point = ExtensionPoint.ON_COMPRESS_CONTEXT
+        # No step at all unless a middleware hooks it (a Java port's rounds are as before).
+        self.compress_chain = plan.wrap(point, scope.agent, scope.ctx, self.core_compress) \
+            if plan.has_layers(point) else None
+        self.compressed = False
         self.acting = Acting(scope)
         self.round: Round | None = None
         self.system_msg: Msg | None = None
@@ -101,12 +112,21 @@ class ReActLoop:
         if prompt.strip():
             block = TextBlock._fast({"type": "text", "text": prompt})
             self.system_msg = Msg.make(Role.SYSTEM, [block])
-        tools = tuple(config.toolkit.schemas())
+        if config.toolkit.has_sources:  # MCP servers: tools listed once per connection
+            await config.toolkit.refresh()
         options = config.generate_options
+        structured = self.structured
+        if structured is not None:  # the response tool joins this call's tools
+            scope.toolkit = structured.toolkit(config.toolkit)
+            scope.response_tool = structured.tool
+            options = structured.options(options)
+        tools = tuple(scope.toolkit.schemas())
         if resume is not None:
             ended = await self._after_acting(state, await acting.resume(state, resume))
             if ended is not None:
                 return ended
+            if structured is not None and structured.result is not None:
+                return self._structured_end(state, structured)
 
         # A continue request may raise the limit, never past twice max_iters.
         limit, cap = config.max_iters, 2 * config.max_iters
@@ -115,9 +135,13 @@ class ReActLoop:
             iteration += 1
             if scope.interrupted:
                 return scope.close_interrupted(state)
+            if self.compress_chain is not None:
+                ended = await self.compress(state, tools, iteration)
+                if ended is not None:
+                    return ended
             rin = ReasoningInput(self._model_messages(state), tools, options, iteration)
             rnd = Round()
-            scope.continue_request = None  # heard per round
+            scope.continue_request = None  # heard per round (one from compression too)
             try:
                 msg = await self.reason(rin, rnd)
             except Interrupted:
@@ -139,8 +163,18 @@ class ReActLoop:
                                                  await acting.dispatch(state, msg.tool_calls))
                 if ended is not None:
                     return ended
+                if structured is not None:
+                    if structured.result is not None:
+                        return self._structured_end(state, structured)
+                    structured.check_attempts()  # bad arguments count
                 continue
-            if msg is not None and msg.has_visible_text:
+            if msg is not None and msg.has_visible_text and structured is not None:
+                # Not the end until the answer validates (native: the text itself).
+                hint = structured.from_text(msg) if structured.native else structured.reminder()
+                if hint is None:
+                    return self._structured_end(state, structured, msg)
+                structured.check_attempts()
+            elif msg is not None and msg.has_visible_text:
                 request = scope.continue_request
                 if request is None:
                     msg.generate_reason = GenerateReason.MODEL_STOP
@@ -160,7 +194,22 @@ class ReActLoop:
             ExceedMaxItersEvent.make(scope.source, max_iters=config.max_iters,
                                      current_iter=iteration)
         )
+        if structured is not None:
+            raise StructuredOutputError(
+                f"no valid {structured.model.__name__} within max_iters={config.max_iters} "
+                "rounds")
         return await self.summarize(state)
+
+    def _structured_end(
+        self, state: AgentState, structured: StructuredOutput, answer: Msg | None = None
+    ) -> Msg:
+        """The reply's end with the validated data (``answer``: the native-mode text
+        message, already stored, which becomes the final one)."""
+        final = structured.final(self.scope.config.name)
+        if answer is not None and state.context and state.context[-1] is answer:
+            state.context.pop()
+        state.context.append(final)
+        return final
 
     async def _after_acting(self, state: AgentState, ended: Msg | None) -> Msg | None:
         """After a batch (run or resumed): the reply's end, or ``None`` to go on (its
@@ -173,6 +222,28 @@ class ReActLoop:
         if scope.stop_request is not None:
             return scope.close_stopped(state, None)
         if scope.checkpoint is not None:  # the batch's results are complete
+            await scope.checkpoint()
+        return None
+
+    async def compress(
+        self, state: AgentState, tools: tuple[dict[str, Any], ...], iteration: int
+    ) -> Msg | None:
+        """The ``on_compress_context`` step at the top of a round: the reply's end when
+        it was interrupted or stopped, else ``None`` (a replaced context is saved)."""
+        scope = self.scope
+        assert self.compress_chain is not None
+        cin = CompressContextInput(tuple(state.context), scope.config.model, self.system_msg,
+                                   tools, iteration)
+        self.compressed = False
+        try:
+            await scope.run_step(self.compress_chain(cin), ExtensionPoint.ON_COMPRESS_CONTEXT)
+        except Interrupted:
+            return scope.close_interrupted(state)
+        if scope.interrupted:
+            return scope.close_interrupted(state)
+        if scope.stop_request is not None:
+            return scope.close_stopped(state, None)
+        if self.compressed and scope.checkpoint is not None:
             await scope.checkpoint()
         return None
 
@@ -246,6 +317,30 @@ class ReActLoop:
             mci = ModelCallInput(rin.messages, rin.tools, rin.options, scope.config.model)
             return subscribe_direct(self.model_chain(mci), on_next, observer.on_error,
                                     on_completed)
+
+        assert scope.affinity is not None
+        return DirectObservable(on_loop(scope.affinity, subscribe))
+
+    def core_compress(self, cin: CompressContextInput) -> Observable[AgentEvent]:
+        """Core of ``on_compress_context``: store the context it was handed, when a
+        middleware replaced it (checked first: no tool call loses its result)."""
+        scope = self.scope
+
+        def subscribe(
+            observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+        ) -> rxabc.DisposableBase:
+            state = scope.state
+            assert state is not None
+            try:
+                event = replace_context(state, cin, scope.source, scope.config.plan)
+            except Exception as exc:
+                observer.on_error(exc)
+                return Disposable()
+            if event is not None:
+                self.compressed = True
+                observer.on_next(event)
+            observer.on_completed()
+            return Disposable()
 
         assert scope.affinity is not None
         return DirectObservable(on_loop(scope.affinity, subscribe))

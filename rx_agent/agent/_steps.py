@@ -92,12 +92,14 @@ class CallScope:
         "interrupt_msg",
         "interrupted",
         "loop",
+        "response_tool",
         "sealed",
         "source",
         "state",
         "step",
         "stop_request",
         "tool_ctx",
+        "toolkit",
     )
 
     def __init__(
@@ -132,6 +134,10 @@ class CallScope:
         self.checkpoint: Callable[[], Awaitable[None]] | None = None
         # Set by acting while a batch runs: closes it when the step is cut.
         self.cut_batch: Callable[[ToolResultState, str], None] | None = None
+        # The call's tools: the agent's, plus the response tool of a structured-output
+        # call (which no permission rule applies to).
+        self.toolkit = config.toolkit
+        self.response_tool: object | None = None
 
     # -- interrupt -----------------------------------------------------------------
 
@@ -186,7 +192,10 @@ class CallScope:
 
         on_next: Callable[[AgentEvent], None]
         acting = point is ExtensionPoint.ON_ACTING
-        if point is not None and (self.hooked_acting if acting else self.hooked_reasoning):
+        # on_compress_context runs only when a middleware hooks it: always checked.
+        hooked = self.hooked_acting if acting else (
+            self.hooked_reasoning or point is ExtensionPoint.ON_COMPRESS_CONTEXT)
+        if point is not None and hooked:
 
             def on_next(event: AgentEvent) -> None:
                 if _thread_id() != loop_thread:

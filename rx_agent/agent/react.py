@@ -22,7 +22,7 @@ from ..session import (
     SessionKey,
     SessionStore,
 )
-from ..tool.toolkit import Toolkit
+from ..tool.toolkit import Tool, Toolkit
 from ._binding import close_paused
 from ._calling import Calling, NoResultError
 from ._checks import (
@@ -48,11 +48,13 @@ from ._checks import (
     interrupt_message,
     show,
 )
+from ._closing import aclose_toolkit, close_toolkit
 from ._config import AgentConfig, FailoverListener, RetryPolicy
 from ._durable import is_durable
 from ._extensions import enable_tasks
 from ._hitl import ResumeError
 from ._slots import SessionSlots
+from ._subagent import agent_tool
 
 __all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]
 
@@ -268,6 +270,46 @@ class ReActAgent(Calling):
             run.request_interrupt(note)
             return True
         return close_paused(self._slots, self.session_store, key, note)
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        inherit_middlewares: bool = False,
+    ) -> Tool:
+        """This agent as a tool of another (``task: str`` in, its final reply out).
+
+        Each call is one reply in a session slot derived from the parent call; the
+        parent's context attributes are visible to it; its events reach the parent's
+        stream as ``NestedEvent(scope="sub_agent")``; interrupt and disposal cross
+        both ways. ``inherit_middlewares=True`` also runs the parent's model-call and
+        tool middlewares around its own. ``name`` defaults to the agent's name.
+        """
+        return agent_tool(self, name, description, inherit_middlewares)
+
+    # -- closing: MCP connections of its tools (agent/_closing.py) -----------------
+
+    def close(self) -> None:
+        """Close what the agent's tools hold open (MCP connections); waits for it.
+        Not inside a running loop: use ``await agent.aclose()`` there."""
+        close_toolkit(self._config.toolkit, "agent")
+
+    async def aclose(self) -> None:
+        """Close what the agent's tools hold open (MCP connections)."""
+        await aclose_toolkit(self._config.toolkit)
+
+    def __enter__(self) -> ReActAgent:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ReActAgent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
         return (

@@ -8,6 +8,8 @@ import math
 from .._version import __version__
 from ._base import DEFAULT_OPENAI_MODEL, PROG
 from ._commands import cmd_chat, cmd_demo, cmd_plan
+from ._providers import PROVIDERS
+from ._serve import add_serve
 from ._sessions import cmd_sessions_delete, cmd_sessions_list, cmd_sessions_show
 from ._store import STORE_ENV, default_store_help
 
@@ -57,6 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
         "Without --session or --store the conversation lives in memory and ends with this "
         "process; with either it is saved to the session store after every step, and "
         "running the same command again continues it (`rx-agent sessions` lists them).",
+    )
+    chat.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="openai",
+        help="the API the endpoint speaks: openai (chat completions, the default) or "
+        "anthropic (the Messages API; $ANTHROPIC_API_KEY, $ANTHROPIC_BASE_URL)",
+    )
+    chat.add_argument(
+        "--mcp",
+        metavar="SERVER",
+        action="append",
+        help='add the tools of an MCP server: "stdio:COMMAND ARGS..." (spawned) or an '
+        "http(s):// URL (streamable HTTP); repeatable; /tools lists them",
     )
     chat.add_argument(
         "--base-url",
@@ -117,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--no-color", action="store_true", help="plain text, no colours or styles")
     plan.set_defaults(handler=cmd_plan)
     _add_sessions(commands)
+    add_serve(commands)
     return parser
 
 

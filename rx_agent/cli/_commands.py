@@ -16,9 +16,8 @@ from .._version import __version__
 from ..context import RuntimeContext
 from ..event import AgentEvent
 from ..middleware._plan import ExecutionPlan
-from ..middleware.base import ExtensionPoint
+from ..middleware.base import OPT_IN, ExtensionPoint
 from ._base import (
-    DEFAULT_OPENAI_MODEL,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -26,8 +25,8 @@ from ._base import (
     describe_error,
     error,
     make_console,
-    one_line,
 )
+from ._providers import chat_model, close_sources, mcp_sources, show_tools
 from ._pump import pump
 from ._render import Renderer
 from ._store import StoreChoice, choose_store, close_store, key_for, open_store, store_errors
@@ -131,6 +130,8 @@ def _plan_table(agent: Any) -> RenderableType:
     table.add_column("participants, outermost first (order)")
     for point in ExtensionPoint:
         parts = plan.participants(point)
+        if not parts and point in OPT_IN:  # shown only when somebody takes part
+            continue
         shown = " → ".join(f"{type(m).__name__} ({m.order()})" for m in parts)
         table.add_row(point.value, point.kind, shown or "—")
     silent = [m for m in middlewares if not any(m in plan.participants(p) for p in ExtensionPoint)]
@@ -210,45 +211,13 @@ def _demo_json(agent: ReActAgent, question: str) -> int:
 
 _CHAT_HELP = (
     "Type a message and press Enter. Ctrl-C interrupts the reply; Ctrl-D or /exit quits. "
-    "/new starts a fresh session; /help shows this."
+    "/new starts a fresh session; /tools lists the tools; /help shows this."
 )
 
 
 def _chat_model(args: argparse.Namespace) -> tuple[ChatModel, str]:
-    """The model to chat with and a line describing it."""
-    if args.offline:
-        from .._demo import DEFAULT_DELAY, DemoModel
-
-        delay = DEFAULT_DELAY if args.delay is None else args.delay
-        return DemoModel(delay), "the scripted demo model (offline)"
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY") or None
-    if base_url is None and api_key is None:
-        raise CLIError(
-            "no model endpoint configured: set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL "
-            "(and RX_AGENT_MODEL) for another OpenAI-compatible server, or pass "
-            "--base-url/--api-key/--model; `rx-agent chat --offline` uses the scripted "
-            "demo model instead"
-        )
-    name = args.model or os.environ.get("RX_AGENT_MODEL") or None
-    if name is None:
-        if base_url is not None:
-            raise CLIError(
-                f"no model name for {base_url}: pass --model NAME or set RX_AGENT_MODEL"
-            )
-        name = DEFAULT_OPENAI_MODEL
-    try:
-        from ..model.openai import OpenAIChatModel
-    except ImportError as exc:
-        raise CLIError(
-            f"the chat command needs httpx ({one_line(exc)}): pip install httpx",
-            EXIT_FAILURE,
-        ) from exc
-    try:
-        model = OpenAIChatModel(name, base_url=base_url, api_key=api_key)
-    except (TypeError, ValueError) as exc:
-        raise CLIError(one_line(exc)) from exc
-    return model, f"{name} at {model.base_url}"
+    """The model to chat with and a line describing it (``--provider``)."""
+    return chat_model(args)
 
 
 def _read_line(prompt: str) -> str | None:
@@ -268,9 +237,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if args.session is not None or args.store is not None:
         choice = choose_store(args.store)
         store = open_store(choice, create=True)
+    sources = mcp_sources(args.mcp)  # --mcp servers start with the first reply
     try:
-        return _chat(args, model, described, console, store, choice)
+        return _chat(args, model, described, console, store, choice, sources)
     finally:
+        close_sources(sources)
         close_store(store)
 
 
@@ -281,11 +252,14 @@ def _chat(
     console: Console,
     store: AnyStore | None,
     choice: StoreChoice | None,
+    sources: list[Any],
 ) -> int:
     from .._demo import build_chat_agent
 
     agent = (build_chat_agent(model, args.system, session_store=store) if args.system
              else build_chat_agent(model, session_store=store))
+    for source in sources:
+        agent.toolkit.register_mcp(source)
     if sys.stdin.isatty():
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401  (line editing and history for input())
@@ -323,6 +297,9 @@ def _chat(
             return EXIT_OK
         if text == "/help":
             console.print(_CHAT_HELP, style="dim", markup=False, soft_wrap=True)
+            continue
+        if text == "/tools":
+            show_tools(agent, console)
             continue
         if text == "/new":
             fresh += 1

@@ -40,6 +40,7 @@ _PARAMS: dict[ExtensionPoint, tuple[str, ...]] = {
     ExtensionPoint.ON_SYSTEM_PROMPT: ("agent", "ctx", "current_prompt"),
     ExtensionPoint.ON_AGENT_STATE_READY: ("agent", "ctx", "state", "input_messages"),
     ExtensionPoint.ON_AGENT_FINISH: ("agent", "ctx", "outcome"),
+    ExtensionPoint.ON_COMPRESS_CONTEXT: ("agent", "ctx", "input", "next"),
 }
 
 # Java method names a port may keep by mistake: they would never be called.
@@ -51,6 +52,7 @@ JAVA_NAMES = {
     "onSystemPrompt": "on_system_prompt",
     "onAgentStateReady": "on_agent_state_ready",
     "onAgentFinish": "on_agent_finish",
+    "onCompressContext": "on_compress_context",
     "activePoints": "active_points",
 }
 
@@ -165,9 +167,13 @@ def awaiting(
                     )
                 )
                 return
-            inner.disposable = subscribe_direct(
-                out, observer.on_next, observer.on_error, observer.on_completed
-            )
+            if scheduler is None:
+                inner.disposable = subscribe_direct(
+                    out, observer.on_next, observer.on_error, observer.on_completed
+                )
+            else:  # a subscriber's scheduler (a TestScheduler, say) reaches the hook's stream
+                inner.disposable = out.subscribe(observer.on_next, observer.on_error,
+                                                 observer.on_completed, scheduler=scheduler)
 
         task = asyncio.get_running_loop().create_task(run())
 

@@ -19,7 +19,13 @@ from ..context import RuntimeContext
 from ..event import AgentEvent
 from ._forms import awaiting
 from .base import ExtensionPoint
-from .inputs import ActingInput, AgentInput, ModelCallInput, ReasoningInput
+from .inputs import (
+    ActingInput,
+    AgentInput,
+    CompressContextInput,
+    ModelCallInput,
+    ReasoningInput,
+)
 from .types import Agent, Handler
 
 __all__ = ["INPUT_TYPES", "Checked", "Layer"]
@@ -31,6 +37,7 @@ INPUT_TYPES: dict[ExtensionPoint, type] = {
     ExtensionPoint.ON_REASONING: ReasoningInput,
     ExtensionPoint.ON_ACTING: ActingInput,
     ExtensionPoint.ON_MODEL_CALL: ModelCallInput,
+    ExtensionPoint.ON_COMPRESS_CONTEXT: CompressContextInput,
 }
 
 

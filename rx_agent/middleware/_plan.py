@@ -17,7 +17,7 @@ from ..message import Msg
 from . import _notify
 from ._forms import FULL, JAVA_NAMES, AsyncHook, PlanError, form, without_ctx
 from ._layers import INPUT_TYPES, Checked, Layer
-from .base import ExtensionPoint, MiddlewareBase
+from .base import OPT_IN, ExtensionPoint, MiddlewareBase
 from .types import Agent, Handler
 
 __all__ = ["ExecutionPlan", "PlanError"]
@@ -136,7 +136,10 @@ class ExecutionPlan:
     def _read_points(mw: MiddlewareBase) -> frozenset[ExtensionPoint]:
         declared = mw.active_points()  # read exactly once
         if declared is None:
-            return frozenset(ExtensionPoint)
+            return frozenset(
+                p for p in ExtensionPoint
+                if p not in OPT_IN or _overrides(mw, p)
+            )
         if isinstance(declared, (str, ExtensionPoint)) or not isinstance(declared, Collection):
             raise PlanError(
                 f"{_label(mw)}.active_points() must return a collection of ExtensionPoint "
@@ -185,7 +188,7 @@ class ExecutionPlan:
         """One line per point: participants outermost first, with their order values."""
         width = max(len(p.value) for p in ExtensionPoint)
         lines = []
-        for point in ExtensionPoint:
+        for point in self._shown_points():
             shown = " -> ".join(
                 f"{self._labels[at]}({self._orders[at]})" for at in self._positions[point]
             )
@@ -195,7 +198,7 @@ class ExecutionPlan:
     def to_mermaid(self) -> str:
         """The plan as a Mermaid flowchart (one subgraph per point)."""
         out = ["flowchart TD"]
-        for point in ExtensionPoint:
+        for point in self._shown_points():
             out.append(f"  subgraph {point.value}")
             prev = f"{point.value}_in"
             out.append(f'    {prev}(["{point.value}"])')
@@ -209,6 +212,11 @@ class ExecutionPlan:
                 out.append(f"    {prev} --> {point.value}_core")
             out.append("  end")
         return "\n".join(out)
+
+    def _shown_points(self) -> list[ExtensionPoint]:
+        # A Java port's plan prints as it did: a point beyond Java's seven shows only
+        # when somebody takes part in it.
+        return [p for p in ExtensionPoint if p not in OPT_IN or self._positions[p]]
 
     def __str__(self) -> str:
         return self.describe()
@@ -264,6 +272,11 @@ class ExecutionPlan:
         point = ExtensionPoint.ON_AGENT_FINISH
         return await _notify.notify_finish(self._hooks[point], self._hook_labels[point],
                                            agent, ctx, result, error)
+
+
+def _overrides(mw: MiddlewareBase, point: ExtensionPoint) -> bool:
+    name = point.value
+    return getattr(type(mw), name) is not _DEFAULTS[point] or name in getattr(mw, "__dict__", ())
 
 
 def _labels(registered: Sequence[MiddlewareBase]) -> list[str]:

@@ -1,4 +1,5 @@
-"""The middleware interface: seven extension points, each with a default.
+"""The middleware interface: AgentScope Java's seven extension points, plus
+AgentScope Python's ``on_compress_context``, each with a default.
 
 Subclass :class:`MiddlewareBase` and override the hooks you need. Which hooks run is
 decided by :meth:`MiddlewareBase.active_points` (a participation switch read once at
@@ -16,14 +17,23 @@ from reactivex import Observable
 from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent
 from ..message import Msg
-from .inputs import ActingInput, AgentFinishOutcome, AgentInput, ModelCallInput, ReasoningInput
+from .inputs import (
+    ActingInput,
+    AgentFinishOutcome,
+    AgentInput,
+    CompressContextInput,
+    ModelCallInput,
+    ReasoningInput,
+)
 from .types import Agent, Handler, Next
 
-__all__ = ["Agent", "ExtensionPoint", "MiddlewareBase", "Next"]
+__all__ = ["OPT_IN", "Agent", "ExtensionPoint", "MiddlewareBase", "Next"]
 
 
 class ExtensionPoint(enum.Enum):
-    """The seven places a middleware can hook."""
+    """The places a middleware can hook: AgentScope Java's seven, then
+    ``ON_COMPRESS_CONTEXT`` (AgentScope Python's), which a middleware joins only by
+    naming it in ``active_points()`` or overriding ``on_compress_context``."""
 
     ON_AGENT = "on_agent"
     ON_REASONING = "on_reasoning"
@@ -32,6 +42,7 @@ class ExtensionPoint(enum.Enum):
     ON_SYSTEM_PROMPT = "on_system_prompt"
     ON_AGENT_STATE_READY = "on_agent_state_ready"
     ON_AGENT_FINISH = "on_agent_finish"
+    ON_COMPRESS_CONTEXT = "on_compress_context"
 
     @property
     def kind(self) -> str:
@@ -49,8 +60,13 @@ _ONION = frozenset(
         ExtensionPoint.ON_REASONING,
         ExtensionPoint.ON_ACTING,
         ExtensionPoint.ON_MODEL_CALL,
+        ExtensionPoint.ON_COMPRESS_CONTEXT,
     }
 )
+
+# Points beyond Java's seven: ``active_points() -> None`` ("all") includes one only
+# when the middleware overrides its hook, so a Java port's plan stays as it was.
+OPT_IN = frozenset({ExtensionPoint.ON_COMPRESS_CONTEXT})
 
 
 class MiddlewareBase:
@@ -76,7 +92,8 @@ class MiddlewareBase:
         return 1
 
     def active_points(self) -> Collection[ExtensionPoint] | None:
-        """The points this middleware takes part in; ``None`` (default) means all.
+        """The points this middleware takes part in; ``None`` (default) means all
+        (``ON_COMPRESS_CONTEXT`` only when ``on_compress_context`` is overridden).
 
         Read once when the agent is built. An omitted point is never invoked even
         if its hook is overridden; an empty set keeps the middleware registered but
@@ -132,6 +149,21 @@ class MiddlewareBase:
         next: Handler[ModelCallInput],
     ) -> Observable[AgentEvent]:
         """Wraps one model API call (reasoning calls and the max-iterations summary)."""
+        return next(input)
+
+    def on_compress_context(
+        self,
+        agent: Agent,
+        ctx: RuntimeContext,
+        input: CompressContextInput,
+        next: Handler[CompressContextInput],
+    ) -> Observable[AgentEvent]:
+        """Wraps the context-compression step at the top of every ReAct round, before
+        ``on_reasoning``. Pass ``input.with_(messages=...)`` to ``next`` to replace
+        the session context (the core stores it and emits
+        :class:`~rx_agent.ContextCompressedEvent`); a tool call and its result must
+        stay together. Inactive unless a middleware takes part (see
+        :class:`ExtensionPoint`)."""
         return next(input)
 
     def on_system_prompt(

@@ -21,6 +21,7 @@ __all__ = [
     "ActingInput",
     "AgentFinishOutcome",
     "AgentInput",
+    "CompressContextInput",
     "ModelCallInput",
     "ReasoningInput",
     "ToolSchema",
@@ -112,6 +113,28 @@ class ModelCallInput(_WithMixin):
 
 
 @dataclass(frozen=True, slots=True)
+class CompressContextInput(_WithMixin):
+    """Input of ``on_compress_context``: the session context at the top of round
+    ``iteration``, with what the round's model call will add to it.
+
+    ``messages`` is the context (no system message); replacing it (through ``next``)
+    replaces the session's. ``system``, ``tools`` and ``model`` are the round's
+    system message, tool schemas and the agent's model, for sizing and summarizing.
+    """
+
+    messages: tuple[Msg, ...]
+    model: ModelLike
+    system: Msg | None = None
+    tools: tuple[ToolSchema, ...] = ()
+    iteration: int = 1
+
+    def __post_init__(self) -> None:
+        _tuple(self, "messages")
+        if type(self.tools) is not tuple:
+            object.__setattr__(self, "tools", () if self.tools is None else tuple(self.tools))
+
+
+@dataclass(frozen=True, slots=True)
 class AgentFinishOutcome:
     """What ``on_agent_finish`` is told: the result message, or the error."""
 
@@ -121,6 +144,7 @@ class AgentFinishOutcome:
 
 
 # ``input.toolCalls`` / ``getMessages()`` answer with the Python attribute.
-for _record in (AgentInput, ReasoningInput, ActingInput, ModelCallInput, AgentFinishOutcome):
+for _record in (AgentInput, ReasoningInput, ActingInput, ModelCallInput, CompressContextInput,
+                AgentFinishOutcome):
     install_java_names(_record)
 del _record

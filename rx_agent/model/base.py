@@ -83,11 +83,16 @@ class ChatModel(abc.ABC):
     """A streaming chat model.
 
     ``name`` is the model name (``"gpt-4o-mini"``), ``provider`` the system behind it
-    (``"openai"``); both appear in events and traces.
+    (``"openai"``); both appear in events and traces. ``supports_response_schema``
+    says the adapter maps ``GenerateOptions.response_schema`` to the provider's native
+    structured output (else structured output uses a response tool).
     """
 
     name: str = "model"
     provider: str = "unknown"
+    # Whether GenerateOptions.response_schema is sent as the provider's native structured
+    # output; without it, structured output goes through a response tool.
+    supports_response_schema: bool = False
 
     @abc.abstractmethod
     def stream(

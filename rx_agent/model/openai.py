@@ -13,21 +13,14 @@ The provider-neutral HTTP side (client pools, error mapping, event streams) is i
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
-
-from rx_agent._version import __version__
 from rx_agent.message import Msg
 from rx_agent.options import GenerateOptions
 
-from ._http import HTTPTransport, excerpt, is_json, read_events
-from ._http_pool import ClientPool
+from ._http_model import HTTPChatModel, StreamParser
 from ._openai_format import (
     parse_completion,
     to_openai_messages,
@@ -35,15 +28,14 @@ from ._openai_format import (
     to_openai_tools,
 )
 from ._openai_stream import OpenAIStreamParser
-from .base import AsyncChatModel, ModelChunk
-from .errors import ModelRequestError, ModelResponseError
+from .base import ModelChunk
 
 __all__ = ["OpenAIChatModel"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class OpenAIChatModel(AsyncChatModel):
+class OpenAIChatModel(HTTPChatModel):
     """A model served over the OpenAI chat-completions API (or a compatible one).
 
     ``model`` is the model name sent to the server (and :attr:`name`). ``base_url``
@@ -62,6 +54,10 @@ class OpenAIChatModel(AsyncChatModel):
     * ``headers``: extra HTTP headers (e.g. ``{"OpenAI-Organization": ...}``).
     * ``max_connections``: at most this many calls run at once (one connection each);
       more wait for a free connection, in order.
+    * ``structured_output``: ``"tool"`` (default) answers ``structured_model=`` calls
+      through a response tool (any tool-calling server can); ``"json_schema"`` sends
+      the schema as ``response_format`` (OpenAI's structured outputs, and servers that
+      implement it).
 
     Connections are pooled per event loop the model is used from (a connection belongs
     to the loop that opened it), so one model can serve a runtime-owned loop and the
@@ -70,6 +66,7 @@ class OpenAIChatModel(AsyncChatModel):
     """
 
     provider = "openai"
+    _answer_kind = "chat completion"
 
     def __init__(
         self,
@@ -82,64 +79,37 @@ class OpenAIChatModel(AsyncChatModel):
         connect_timeout: float | None = 10.0,
         headers: Mapping[str, str] | None = None,
         max_connections: int = 1000,
+        structured_output: str = "tool",
         **generation_options: Any,
     ) -> None:
         if not model:
             raise ValueError("OpenAIChatModel needs a model name")
+        if structured_output not in ("tool", "json_schema"):
+            raise ValueError(f'structured_output must be "tool" or "json_schema", got '
+                             f"{structured_output!r}")
+        self.supports_response_schema = structured_output == "json_schema"
         resolved = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         if not resolved.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {resolved!r}")
-        try:
-            json.dumps(generation_options)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"OpenAIChatModel generation options must be JSON values: {exc}"
-            ) from exc
         self.name = model
         self.base_url = resolved.rstrip("/")
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.streaming = stream
-        self.generation_options: dict[str, Any] = dict(generation_options)
-        self.url = f"{self.base_url}/chat/completions"
-        http_timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        if max_connections < 1:
-            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
-        self.max_connections = max_connections
-        http_headers = {"User-Agent": f"rx-agent/{__version__}", **(headers or {})}
+        http_headers = dict(headers or {})
         if self.api_key:
             http_headers["Authorization"] = f"Bearer {self.api_key}"
-        self._transport = HTTPTransport(
-            self.url,
-            timeout=http_timeout,
+        self._setup_http(
+            url=f"{self.base_url}/chat/completions",
+            stream=stream,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
             headers=http_headers,
             max_connections=max_connections,
+            generation_options=generation_options,
             key_hint="OPENAI_API_KEY or api_key=",
         )
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(name={self.name!r}, base_url={self.base_url!r})"
-
-    # ------------------------------------------------------------------ lifecycle
-
-    @property
-    def _pools(self) -> dict[asyncio.AbstractEventLoop, ClientPool]:
-        """The client pool of each event loop (for tests and benchmarks)."""
-        return self._transport.pools.by_loop
-
-    async def aclose(self) -> None:
-        """Close the HTTP clients (and their pooled connections) of every loop.
-
-        Clients belonging to another, still running loop are closed on that loop; those
-        whose loop is already closed are just dropped. The model stays usable: the
-        next call opens new clients.
-        """
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     # -------------------------------------------------------------------- request
 
@@ -161,6 +131,10 @@ class OpenAIChatModel(AsyncChatModel):
         if opts.stop is not None:
             body["stop"] = list(opts.stop)
         body.update(opts.extra)
+        schema = opts.response_schema
+        if schema is not None and self.supports_response_schema:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": schema["name"], "schema": schema["schema"], "strict": False}}
         wire_tools = to_openai_tools(tools)
         if wire_tools:
             body["tools"] = wire_tools
@@ -191,59 +165,8 @@ class OpenAIChatModel(AsyncChatModel):
             body.pop("stream_options", None)
         return body
 
-    async def astream(
-        self,
-        messages: Sequence[Msg],
-        tools: Sequence[dict[str, Any]],
-        options: GenerateOptions,
-    ) -> AsyncIterator[ModelChunk]:
-        try:
-            body = self.request_body(messages, tools, options)
-            # Encoded here rather than by httpx so that a value JSON cannot carry
-            # (in a tool schema, say) fails as a typed, non-retryable error.
-            payload = json.dumps(body, ensure_ascii=False).encode()
-        except (TypeError, ValueError, KeyError) as exc:
-            raise ModelRequestError(f"cannot build the request for {self.url}: {exc}") from exc
-        transport = self._transport
-        async with transport.client() as client:
-            started = time.perf_counter()
-            if not self.streaming:
-                response = await transport.post(client, payload)
-                for chunk in self._completion_chunks(response, started):
-                    yield chunk
-                return
-            async with transport.stream(client, payload) as response:
-                if is_json(response):
-                    # A server that does not stream answers with one JSON completion.
-                    await response.aread()
-                    for chunk in self._completion_chunks(response, started):
-                        yield chunk
-                    return
-                parser = OpenAIStreamParser(self.url, transport.payload_error)
-                async for chunk in read_events(response, parser):
-                    yield chunk
-                for chunk in parser.finish(time.perf_counter() - started):
-                    yield chunk
+    def _stream_parser(self) -> StreamParser:
+        return OpenAIStreamParser(self.url, self._transport.payload_error)
 
-    def _completion_chunks(self, response: httpx.Response, started: float) -> list[ModelChunk]:
-        """The chunks of a complete (read) non-streaming response."""
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"{self.url} answered {response.status_code} with a body that is not JSON: "
-                f"{excerpt(response.text)}"
-            ) from exc
-        if isinstance(data, dict) and data.get("error"):
-            raise self._transport.payload_error(data)
-        try:
-            parsed = parse_completion(data)
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"{self.url} answered with an unexpected chat completion: {exc}"
-            ) from exc
-        if parsed.usage is not None:
-            parsed.usage = parsed.usage.model_copy(
-                update={"time": time.perf_counter() - started}
-            )
-        return parsed.chunks()
+    def _parse_complete(self, data: Any) -> list[ModelChunk]:
+        return parse_completion(data).chunks()

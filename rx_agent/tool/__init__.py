@@ -1,6 +1,16 @@
 """Tools, the toolkit, and running one tool call (:func:`execute`)."""
 
+from ._call import ToolCallHandle, current_tool_call
 from ._execute import execute
 from .toolkit import Permission, Tool, ToolArgumentError, Toolkit, tool
 
-__all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "execute", "tool"]
+__all__ = [
+    "Permission",
+    "Tool",
+    "ToolArgumentError",
+    "ToolCallHandle",
+    "Toolkit",
+    "current_tool_call",
+    "execute",
+    "tool",
+]

@@ -22,6 +22,7 @@ from ..event import (
     ToolResultTextDeltaEvent,
 )
 from ..message import DataBlock, TextBlock, ToolResultBlock, ToolResultState, ToolUseBlock
+from ._call import CallOwner, ToolCallHandle, bind, unbind
 from .toolkit import Tool, ToolArgumentError, Toolkit, is_stream, resolve, tool_output_text
 
 __all__ = ["Emit", "execute", "tool_error_text"]
@@ -41,6 +42,7 @@ async def execute(
     source: str | None,
     reply_id: str,
     timeout: float | None = None,
+    owner: CallOwner | None = None,
 ) -> ToolResultBlock:
     """Execute ``call`` with the toolkit's tool of that name, emitting its result
     events (``reply_id`` is the batch's); return its result. Synchronous tools run on
@@ -48,7 +50,8 @@ async def execute(
 
     A call that runs longer than the tool's ``timeout`` (else ``timeout``, the
     agent's default) is cancelled and answered with an ERROR result; a synchronous
-    tool's thread cannot be stopped, so its late result is dropped."""
+    tool's thread cannot be stopped, so its late result is dropped. ``owner`` (the
+    agent call) is what :func:`current_tool_call` tells the tool about its caller."""
     tool = toolkit.get(call.name)
     common = {"reply_id": reply_id, "tool_call_id": call.id, "tool_call_name": call.name}
     emit(ToolResultStartEvent.make(source, **common))
@@ -68,6 +71,9 @@ async def execute(
     else:
         limit = tool.timeout if tool.timeout is not None else timeout
         deadline = asyncio.timeout(limit)
+        # Seen by current_tool_call() in the tool (a sync tool's thread gets a copy of
+        # this context); execute runs in its own task, so the reset is exact.
+        token = bind(ToolCallHandle(emit, source, reply_id, call.id, call.name, owner))
         try:
             async with deadline:
                 output, state, streamed = await _run(tool, call, ctx, toolkit, emit, source,
@@ -91,6 +97,8 @@ async def execute(
             # SystemExit, KeyboardInterrupt, ...: left alone they would stop the shared
             # event loop; here they are this tool's failure.
             output, state = tool_error_text(call.name, exc), ToolResultState.ERROR
+        finally:
+            unbind(token)
     if not streamed:
         if isinstance(output, str):
             if not output.isascii():

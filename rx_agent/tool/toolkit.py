@@ -320,6 +320,10 @@ class Toolkit:
     ) -> None:
         self._tools: dict[str, Tool] = {}
         self.executor = executor
+        # MCP servers (register_mcp): their tools join _tools when listed; _installed
+        # says which listing of each binding _tools holds.
+        self._sources: list[Any] = []
+        self._installed: dict[int, int] = {}
         for fn in tools or ():
             self.register_tool(fn)
 
@@ -375,6 +379,52 @@ class Toolkit:
             raise ValueError(f"a tool named {spec.name!r} is already registered")
         self._tools[spec.name] = spec
         return spec
+
+    def register_mcp(
+        self,
+        source: Any,
+        prefix: str | None = None,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        *,
+        permission: PermissionLike = "allow",
+        rules: Sequence[PermissionRule] = (),
+        timeout: float | None = None,
+        concurrency_safe: bool | None = None,
+    ) -> None:
+        """Add the tools of an MCP server (an :class:`~rx_agent.McpToolSource`).
+
+        Nothing connects here: the tools are listed on the connection's first use (an
+        agent call, or :meth:`refresh`) and again after the server says its list
+        changed. A tool keeps the server's name, or gets ``f"{prefix}_{name}"``;
+        ``include`` / ``exclude`` are server tool names or globs. ``permission``,
+        ``rules`` and ``timeout`` apply to each of its tools as to a local tool's;
+        ``concurrency_safe`` defaults to the server's ``readOnlyHint``.
+        """
+        if not callable(getattr(source, "bind", None)):
+            raise TypeError("register_mcp takes an McpToolSource (McpToolSource.stdio(...) or "
+                            f".http(...)), got {type(source).__name__} {source!r}")
+        bound = source.bind(prefix=prefix, include=include, exclude=exclude,
+                            permission=permission, rules=rules, timeout=timeout,
+                            concurrency_safe=concurrency_safe)
+        for other in self._sources:
+            if other.source is source and other.prefix == bound.prefix:
+                raise ValueError(f"{source!r} is registered already with prefix {prefix!r}")
+        self._sources.append(bound)
+
+    @property
+    def has_sources(self) -> bool:
+        """Whether MCP servers are registered (their tools need :meth:`refresh`)."""
+        return bool(self._sources)
+
+    async def refresh(self) -> None:
+        """List the tools of each MCP server not listed on its connection yet (or whose
+        list changed), connecting if needed; the agent does it before each call."""
+        for bound in self._sources:
+            await bound.refresh()
+            if self._installed.get(id(bound)) != bound.version:
+                self._tools = bound.install(self._tools)  # a new dict: readers never see a half
+                self._installed[id(bound)] = bound.version
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Decorator form of :meth:`register_tool` (``@toolkit.tool`` or with options)."""

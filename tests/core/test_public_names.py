@@ -116,9 +116,11 @@ def test_star_import_exposes_every_pinned_name() -> None:
     assert not missing
 
 
-def test_extension_point_is_an_enum_with_the_seven_points() -> None:
+def test_extension_point_is_an_enum_with_the_seven_points_and_compress() -> None:
     assert issubclass(ExtensionPoint, enum.Enum)
-    assert {p.name for p in ExtensionPoint} == {
+    assert ExtensionPoint.ON_COMPRESS_CONTEXT.value == "on_compress_context"
+    assert ExtensionPoint.ON_COMPRESS_CONTEXT.kind == "onion"
+    assert {p.name for p in ExtensionPoint} - {"ON_COMPRESS_CONTEXT"} == {
         "ON_AGENT",
         "ON_REASONING",
         "ON_ACTING",

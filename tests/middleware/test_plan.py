@@ -22,6 +22,8 @@ from conftest import (
 from rx_agent import ExtensionPoint, MiddlewareBase, ReActAgent, ScriptedModel
 
 ALL_POINTS = tuple(ExtensionPoint)
+# Java's seven: what ``active_points() -> None`` means (ON_COMPRESS_CONTEXT is opt-in).
+JAVA_POINTS = tuple(p for p in ExtensionPoint if p is not ExtensionPoint.ON_COMPRESS_CONTEXT)
 
 
 def _tool_round_model() -> ScriptedModel:
@@ -37,7 +39,7 @@ def test_order_sorts_descending_and_keeps_registration_order_for_ties() -> None:
     assert agent.middlewares == (o2, o1a, o1b, o)
 
 
-@pytest.mark.parametrize("point", ALL_POINTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("point", JAVA_POINTS, ids=lambda p: p.name)
 def test_participants_follow_the_sorted_order_at_every_point(point: ExtensionPoint) -> None:
     o1a, o, o2, o1b = Ordered("o1a", 1), Ordered("o", -1), Ordered("o2", 2), Ordered("o1b", 1)
     agent = builder(ScriptedModel([])).middlewares([o1a, o, o2, o1b]).build()
@@ -90,9 +92,10 @@ def test_none_active_points_means_every_point() -> None:
     mw = RecordingMiddleware("all", log, points=None)
     agent = make_agent(_tool_round_model(), toolkit=add_toolkit(), middlewares=[mw])
     stream_events(agent)
-    assert points_hit(log) == {p.value for p in ExtensionPoint}
-    for point in ExtensionPoint:
+    assert points_hit(log) == {p.value for p in JAVA_POINTS}
+    for point in JAVA_POINTS:
         assert agent.plan.participants(point) == (mw,)
+    assert agent.plan.participants(ExtensionPoint.ON_COMPRESS_CONTEXT) == ()
 
 
 def test_omitted_point_is_never_invoked_even_if_overridden() -> None:
@@ -102,7 +105,7 @@ def test_omitted_point_is_never_invoked_even_if_overridden() -> None:
     assert points_hit(log) == {"on_model_call"}
 
 
-@pytest.mark.parametrize("point", ALL_POINTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("point", JAVA_POINTS, ids=lambda p: p.name)
 def test_single_declared_point_is_the_only_one_invoked(point: ExtensionPoint) -> None:
     log: list = []
     mw = RecordingMiddleware("one", log, points=[point])
@@ -253,14 +256,17 @@ def test_str_of_plan_has_one_line_per_point_with_participants_and_orders() -> No
     assert "7" in reasoning and "-3" in reasoning
     acting = _line_for(text, ExtensionPoint.ON_ACTING)
     assert "OuterMw" in acting and "InnerMw" not in acting
-    for point in ExtensionPoint:
+    for point in JAVA_POINTS:
         _line_for(text, point)
 
 
-def test_str_of_plan_without_middleware_lists_every_point() -> None:
+def test_str_of_plan_without_middleware_lists_every_java_point() -> None:
     text = str(make_agent(ScriptedModel([])).plan)
-    for point in ExtensionPoint:
+    for point in JAVA_POINTS:
         _line_for(text, point)
+    # the opt-in point shows only when somebody takes part (a Java port's plan prints as before)
+    assert "on_compress_context" not in text
+    assert "on_compress_context" not in make_agent(ScriptedModel([])).plan.to_mermaid()
 
 
 # -- telling two instances of one class apart (issue 10, item 19) -------------------------------

@@ -92,3 +92,55 @@ async def test_authentication_errors_are_not_retried(
     with pytest.raises(ModelAuthenticationError, match="bad key"):
         await agent.acall("hi")
     assert len(openai_server.requests) == 1
+
+
+async def test_structured_output_through_the_response_tool(openai_server: OpenAIServer) -> None:
+    import pydantic
+
+    class City(pydantic.BaseModel):
+        name: str
+        population: int
+
+    openai_server.script(
+        Reply([tool_call(0, id="r1", name="generate_response",
+                         arguments='{"name": "Oslo", "population": 709000}')],
+              finish_reason="tool_calls"),
+    )
+    model = OpenAIChatModel("test-model", base_url=openai_server.url, api_key="sk-test")
+    try:
+        agent = ReActAgent(name="a", model=model, retry_backoff=(0.0, 0.0))
+        msg = await agent.acall("Tell me about Oslo", structured_model=City)
+    finally:
+        await model.aclose()
+    assert msg.structured == City(name="Oslo", population=709000)
+    assert msg.generate_reason is GenerateReason.STRUCTURED_OUTPUT
+    body = openai_server.requests[0].body
+    assert "response_format" not in body
+    (wire,) = body["tools"]
+    assert wire["function"]["name"] == "generate_response"
+    assert set(wire["function"]["parameters"]["properties"]) == {"name", "population"}
+
+
+async def test_structured_output_as_a_native_json_schema(openai_server: OpenAIServer) -> None:
+    import pydantic
+
+    class City(pydantic.BaseModel):
+        name: str
+        population: int
+
+    openai_server.script(Reply([text('{"name": "Oslo", '), text('"population": 709000}')]))
+    model = OpenAIChatModel("test-model", base_url=openai_server.url, api_key="sk-test",
+                            structured_output="json_schema")
+    try:
+        agent = ReActAgent(name="a", model=model, retry_backoff=(0.0, 0.0))
+        msg = await agent.acall("Tell me about Oslo", structured_model=City)
+    finally:
+        await model.aclose()
+    assert msg.structured == City(name="Oslo", population=709000)
+    body = openai_server.requests[0].body
+    fmt = body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "City"
+    assert set(fmt["json_schema"]["schema"]["properties"]) == {"name", "population"}
+    assert "tools" not in body
+    with pytest.raises(ValueError, match="structured_output"):
+        OpenAIChatModel("m", base_url=openai_server.url, structured_output="native")

@@ -22,11 +22,11 @@ from typing import Any
 from reactivex import Observable
 from reactivex import operators as ops
 
-from .context import AgentState, RuntimeContext
-from .event import AgentEvent, AgentResultEvent
-from .message import Msg, ToolResultBlock, ToolUseBlock
-from .middleware.base import Agent, ExtensionPoint, MiddlewareBase
-from .middleware.inputs import AgentFinishOutcome
+from ..context import AgentState, RuntimeContext
+from ..event import AgentEvent, AgentResultEvent
+from ..message import Msg, ToolResultBlock, ToolUseBlock
+from ..middleware.base import Agent, ExtensionPoint, MiddlewareBase
+from ..middleware.inputs import AgentFinishOutcome
 
 __all__ = [
     "RecordingMiddleware",

@@ -1,0 +1,258 @@
+"""Load on one server worker: many concurrent SSE clients, side by side with in-process.
+
+    python benchmarks/serve_load.py                  # 200 clients, 3 calls each
+    python benchmarks/serve_load.py --clients 50 --rounds 1
+    python benchmarks/serve_load.py --smoke          # 10 clients (the tests keep it alive)
+
+One `rx-agent serve serve_load:build` worker runs in its own process (uvicorn, with
+httptools and uvloop when they are installed; in-memory sessions, no auth, 127.0.0.1).
+Its model stands in for a real one with realistic latency: the first chunk after
+``--ttft`` seconds (default 0.3), then ``--chunks`` text chunks (default 20) ``--gap``
+seconds apart (0.03). Each client posts to its own session and reads the whole SSE
+stream, ``--rounds`` times. The same agent then runs in-process: the same number of
+concurrent ``agent.astream`` calls on one event loop.
+
+Printed per mode: time to the first event and to the first text delta (p50 / p99,
+from sending the request), the whole call (p50 / p99), and events per second over
+the run (all events of all calls / wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rx_agent import ReActAgent, RuntimeContext, SessionStore
+from rx_agent.message import ChatUsage, Msg
+from rx_agent.model import AsyncChatModel, ModelChunk, TextChunk, UsageChunk
+from rx_agent.options import GenerateOptions
+
+HERE = Path(__file__).resolve().parent
+
+
+class LatencyModel(AsyncChatModel):
+    """A model with a time to first token and a steady stream after it."""
+
+    name = "latency"
+    provider = "benchmark"
+
+    def __init__(self, ttft: float, chunks: int, gap: float) -> None:
+        self.ttft, self.chunks, self.gap = ttft, chunks, gap
+
+    async def astream(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]],
+                      options: GenerateOptions) -> AsyncIterator[ModelChunk]:
+        await asyncio.sleep(self.ttft)
+        for i in range(self.chunks):
+            if i:
+                await asyncio.sleep(self.gap)
+            yield TextChunk(f"word{i} ")
+        yield UsageChunk(ChatUsage(input_tokens=len(messages) * 20, output_tokens=self.chunks))
+
+
+def _model() -> LatencyModel:
+    return LatencyModel(float(os.environ.get("SERVE_LOAD_TTFT", "0.3")),
+                        int(os.environ.get("SERVE_LOAD_CHUNKS", "20")),
+                        float(os.environ.get("SERVE_LOAD_GAP", "0.03")))
+
+
+def build(store: SessionStore) -> ReActAgent:
+    """The served agent (`rx-agent serve serve_load:build`)."""
+    return ReActAgent(name="load", model=_model(), session_store=store)
+
+
+@dataclass
+class Sample:
+    first_event: float
+    first_text: float
+    total: float
+    events: int
+
+
+@dataclass
+class Result:
+    samples: list[Sample] = field(default_factory=list)
+    wall: float = 0.0
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _row(name: str, result: Result) -> str:
+    s = result.samples
+    fe = [x.first_event * 1000 for x in s]
+    ft = [x.first_text * 1000 for x in s]
+    tt = [x.total * 1000 for x in s]
+    events = sum(x.events for x in s)
+    return (f"| {name} | {_pct(fe, .5):.1f} / {_pct(fe, .99):.1f} ms "
+            f"| {_pct(ft, .5):.0f} / {_pct(ft, .99):.0f} ms "
+            f"| {_pct(tt, .5):.0f} / {_pct(tt, .99):.0f} ms "
+            f"| {events / result.wall:,.0f} | {len(s)} |")
+
+
+async def _http_client(host: str, port: int, session: str, rounds: int,
+                       out: list[Sample]) -> None:
+    """One SSE client on a raw asyncio connection: a Python HTTP client library costs
+    more per line than the server does per event, and would measure itself."""
+    for r in range(rounds):
+        body = json.dumps({"message": f"question {r}"}).encode()
+        start = time.perf_counter()
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(f"POST /v1/sessions/{session}/messages HTTP/1.1\r\nHost: {host}\r\n"
+                     "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                     + body)
+        status = await reader.readline()
+        if b" 200 " not in status:
+            raise RuntimeError(f"HTTP {status!r}: {await reader.read(2000)!r}")
+        first_event = first_text = 0.0
+        events = 0
+        # The body is chunked, one SSE frame per chunk: frame lines arrive whole.
+        async for line in reader:
+            if not line.startswith(b"event: "):
+                continue
+            events += 1
+            now = time.perf_counter() - start
+            if events == 1:
+                first_event = now
+            if not first_text and line.startswith(b"event: text_block_delta"):
+                first_text = now
+        writer.close()
+        out.append(Sample(first_event, first_text, time.perf_counter() - start, events))
+
+
+async def run_http(url: str, clients: int, rounds: int) -> Result:
+    host, _, port_text = url.removeprefix("http://").partition(":")
+    port = int(port_text)
+    result = Result()
+    await _http_client(host, port, "warm-up", 1, [])  # first-call costs (imports)
+    start = time.perf_counter()
+    await asyncio.gather(*(_http_client(host, port, f"load-{i}", rounds, result.samples)
+                           for i in range(clients)))
+    result.wall = time.perf_counter() - start
+    return result
+
+
+async def run_in_process(clients: int, rounds: int) -> Result:
+    from rx_agent import InMemorySessionStore
+
+    agent = build(InMemorySessionStore())
+    result = Result()
+
+    async def one(i: int) -> None:
+        ctx = RuntimeContext(session_id=f"load-{i}")
+        for r in range(rounds):
+            start = time.perf_counter()
+            first_event = first_text = 0.0
+            events = 0
+            async for event in agent.astream(f"question {r}", ctx):
+                events += 1
+                now = time.perf_counter() - start
+                if events == 1:
+                    first_event = now
+                if not first_text and event.type == "text_block_delta":
+                    first_text = now
+            result.samples.append(Sample(first_event, first_text,
+                                         time.perf_counter() - start, events))
+
+    async for _ in agent.astream("warm-up", RuntimeContext(session_id="warm-up")):
+        pass
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(clients)))
+    result.wall = time.perf_counter() - start
+    return result
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_server(env: dict[str, str], log: Any) -> tuple[subprocess.Popen[bytes], str]:
+    import httpx
+
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rx_agent", "serve", "serve_load:build", "--port", str(port),
+         "--log-level", "warning"],
+        cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit("the server did not start")
+        time.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ttft", type=float, default=0.3)
+    parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--gap", type=float, default=0.03)
+    parser.add_argument("--smoke", action="store_true", help="10 clients, 1 round, fast model")
+    parser.add_argument("--url", help="load a server that is already running (HTTP only)")
+    args = parser.parse_args()
+    if args.smoke:
+        args.clients, args.rounds, args.ttft, args.chunks, args.gap = 10, 1, 0.05, 5, 0.01
+    env = {**os.environ, "SERVE_LOAD_TTFT": str(args.ttft),
+           "SERVE_LOAD_CHUNKS": str(args.chunks), "SERVE_LOAD_GAP": str(args.gap)}
+    os.environ.update(env)  # the in-process agent reads the same settings
+
+    if args.url:
+        print(_row("HTTP/SSE", asyncio.run(run_http(args.url, args.clients, args.rounds))))
+        return
+    with tempfile.TemporaryFile() as log:  # the server's stderr, shown if something fails
+        proc, url = start_server(env, log)
+        try:
+            http = asyncio.run(run_http(url, args.clients, args.rounds))
+        except Exception:
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace")[-4000:])
+            raise
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    local = asyncio.run(run_in_process(args.clients, args.rounds))
+    ideal = args.ttft + (args.chunks - 1) * args.gap
+    print(f"{args.clients} concurrent clients x {args.rounds} calls; model: first chunk "
+          f"after {args.ttft * 1000:.0f} ms, {args.chunks} chunks {args.gap * 1000:.0f} ms "
+          f"apart (a call takes >= {ideal * 1000:.0f} ms)")
+    print()
+    print("| mode | first event p50 / p99 | first text p50 / p99 | whole call p50 / p99 "
+          "| events/s | calls |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    fast = all(importlib.util.find_spec(m) for m in ("httptools", "uvloop"))
+    stack = "httptools + uvloop" if fast else "pure-Python HTTP, asyncio loop"
+    print(_row(f"HTTP/SSE, one uvicorn worker ({stack})", http))
+    print(_row("in-process `agent.astream`", local))
+    per_call = statistics.mean(s.events for s in http.samples)
+    print()
+    print(f"events per call: {per_call:.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""One SQLite file used from the event loop: a connection per thread, work on a pool.
+
+Shared by :class:`~rx_agent.SqliteKnowledge` and :class:`~rx_agent.SqliteLongTermMemory`
+(the session store has its own, richer copy of the same scheme). Statements run on
+the file's worker threads (``await db.run(fn, ...)``), so the loop never waits on the
+disk; each thread keeps its own connection (WAL mode: readers and a writer work at
+once, and several processes may share the file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = ["SqliteFile", "check_path"]
+
+T = TypeVar("T")
+
+
+def check_path(path: str | os.PathLike[str], owner: str) -> Path:
+    """``path`` as an absolute file path, or a ``ValueError`` naming ``owner``."""
+    raw = os.fspath(path)
+    if not isinstance(raw, str) or not raw or raw == ":memory:" or raw.startswith("file:"):
+        raise ValueError(
+            f"{owner} needs a file path, got {raw!r} (an in-memory SQLite database is "
+            "private to one connection, and this store uses one connection per thread)"
+        )
+    return Path(raw).expanduser().absolute()
+
+
+class SqliteFile:
+    """The connections and worker threads of one database file.
+
+    ``schema`` (statements separated by ``;``) is run once, in one transaction, by the
+    first connection; ``owner`` names the store in error messages.
+    """
+
+    def __init__(self, path: Path, *, owner: str, schema: str, threads: int,
+                 timeout: float) -> None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+        if not timeout >= 0:
+            raise ValueError(f"timeout must be >= 0 seconds, got {timeout!r}")
+        self.path = path
+        self.owner = owner
+        self._schema = schema
+        self._threads = threads
+        self._timeout = float(timeout)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._ready = False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn()  # a bad file fails at construction, not at the first query
+
+    def conn(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():  # forked: the parent's connections are not ours
+            with self._lock:
+                self._pid, self._local, self._conns, self._pool = (
+                    os.getpid(), threading.local(), [], None)
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise ValueError(f"{self.owner}: cannot open {self.path}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if not self._ready:
+                self._create(conn)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "fts5" in str(exc):
+                raise RuntimeError(
+                    f"{self.owner}: this Python's SQLite ({sqlite3.sqlite_version}) was "
+                    "built without the FTS5 extension, which full-text search needs"
+                ) from exc
+            raise ValueError(f"{self.owner}: {self.path} is not usable: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise ValueError(f"{self.owner}: {self.path} is not usable: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in self._schema.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._ready = True
+
+    @contextmanager
+    def txn(self, immediate: bool = True) -> Iterator[sqlite3.Connection]:
+        """A transaction (``BEGIN IMMEDIATE`` for writes, so writers queue, not fail)."""
+        conn = self.conn()
+        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker thread of this file."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="rx-sqlite")
+            pool = self._pool
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    def close(self) -> None:
+        """Close every connection and stop the threads; a later call reopens them."""
+        with self._lock:
+            conns, self._conns = self._conns, []
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()

@@ -1,0 +1,71 @@
+"""``rx-agent serve MODULE:ATTR``: the options; the work is in :mod:`rx_agent.serve._cli`
+(imported only when the command runs, so the CLI works without the ``serve`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ._base import EXIT_FAILURE, EXIT_OK, CLIError
+
+__all__ = ["TOKEN_ENV", "add_serve"]
+
+TOKEN_ENV = "RX_AGENT_TOKEN"
+
+
+def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve an agent over HTTP (SSE) with a web console",
+        description="Import MODULE, take ATTR (a ReActAgent, or a factory taking the session "
+        "store and returning one) and serve it: POST /v1/sessions/ID/messages streams the "
+        "call's events as Server-Sent Events; /console is a web console; /openapi.json "
+        "describes the rest. Needs the serve extra (pip install 'rx-agent[serve]').",
+        epilog="With --token T every request needs `Authorization: Bearer T` (sessions "
+        "belong to user 'default'); --tokens FILE maps several tokens to user ids. Without "
+        "either the server only listens on a loopback address.",
+    )
+    serve.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.agents:build_agent")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+    serve.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="worker processes (default 1; more need a shared --store)")
+    serve.add_argument("--store", metavar="URL",
+                       help="the session store for a factory target: memory:// (default), "
+                       "sqlite:///file.db or redis://host:port/db")
+    serve.add_argument("--token", metavar="T", default=os.environ.get(TOKEN_ENV),
+                       help=f"the bearer token clients must send (default: ${TOKEN_ENV})")
+    serve.add_argument("--tokens", metavar="FILE",
+                       help='a JSON object of token -> user id, e.g. {"t0k3n-a": "alice"}')
+    serve.add_argument("--no-auth", action="store_true",
+                       help="allow serving without tokens on a non-loopback address")
+    serve.add_argument("--queue", action="store_true",
+                       help="queue posts to a busy session instead of answering 409")
+    serve.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
+                       help="the largest request body (default 1 MiB)")
+    serve.add_argument("--log-level", default="info",
+                       choices=["critical", "error", "warning", "info", "debug"])
+    serve.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from ..serve._auth import load_tokens
+        from ..serve._cli import ServeConfig, ServeError, run
+    except ImportError as exc:
+        raise CLIError(str(exc), EXIT_FAILURE) from exc
+    tokens: dict[str, str] | None = None
+    try:
+        if args.tokens:
+            tokens = load_tokens(args.tokens)
+        if args.token:
+            tokens = {**(tokens or {}), args.token: "default"}
+        config = ServeConfig(target=args.target, host=args.host, port=args.port,
+                             workers=args.workers, store=args.store, tokens=tokens,
+                             queue=args.queue, max_body=args.max_body, log_level=args.log_level)
+        run(config, no_auth=args.no_auth)
+    except ServeError as exc:
+        raise CLIError(str(exc)) from exc
+    except ValueError as exc:  # a bad tokens file, a short token
+        raise CLIError(str(exc)) from exc
+    return EXIT_OK

@@ -1,0 +1,217 @@
+"""The Anthropic Messages API wire format: requests from messages, and complete answers,
+usage and stop reasons read back into model chunks.
+
+* system messages become the top-level ``system`` text;
+* tool results become ``tool_result`` blocks of a user turn (``is_error`` unless the
+  result is a success), images and PDFs ``image`` / ``document`` blocks;
+* thinking blocks are not sent back: the message model carries no thinking
+  signature, which the API needs to accept them;
+* consecutive turns of one role are merged, as the API wants turns to alternate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rx_agent.message import (
+    ChatUsage,
+    ContentBlock,
+    DataBlock,
+    HintBlock,
+    Msg,
+    Role,
+    TextBlock,
+    ToolResultBlock,
+    ToolResultState,
+    ToolUseBlock,
+)
+
+from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
+
+__all__ = [
+    "ERROR_STATUS",
+    "STOP_REASONS",
+    "parse_message",
+    "parse_usage",
+    "stop_reason",
+    "to_anthropic_messages",
+    "to_anthropic_tool_choice",
+    "to_anthropic_tools",
+]
+
+JSONDict = dict[str, Any]
+
+# Anthropic's stop reasons in the vocabulary every adapter reports (OpenAI's).
+STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+
+# The HTTP status each error type of an in-stream ``error`` event stands for.
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+def stop_reason(reason: str) -> str:
+    """``end_turn`` → ``stop``, ``tool_use`` → ``tool_calls``, ``max_tokens`` →
+    ``length``, ``refusal`` → ``content_filter``; others (``pause_turn``) as they are."""
+    return STOP_REASONS.get(reason, reason)
+
+
+def to_anthropic_messages(messages: Iterable[Msg]) -> tuple[str, list[JSONDict]]:
+    """The ``system`` text and the ``messages`` array."""
+    system: list[str] = []
+    turns: list[JSONDict] = []
+    for msg in messages:
+        if msg.role is Role.SYSTEM:
+            text = "\n".join(_texts(msg.content))
+            if text:
+                system.append(text)
+            continue
+        role = "assistant" if msg.role is Role.ASSISTANT else "user"
+        blocks = _assistant_blocks(msg.content) if role == "assistant" else _user_blocks(msg)
+        if not blocks:
+            continue  # an empty turn is rejected and tells the model nothing
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    for turn in turns:  # tool results lead their user turn, as the API requires
+        turn["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return "\n\n".join(system), turns
+
+
+def _texts(blocks: Iterable[ContentBlock]) -> list[str]:
+    out = []
+    for block in blocks:
+        if isinstance(block, TextBlock) and block.text:
+            out.append(block.text)
+        elif isinstance(block, HintBlock) and block.hint:
+            out.append(block.hint)
+    return out
+
+
+def _assistant_blocks(blocks: Sequence[ContentBlock]) -> list[JSONDict]:
+    out: list[JSONDict] = [{"type": "text", "text": t} for t in _texts(blocks)]
+    for block in blocks:
+        if isinstance(block, ToolUseBlock):
+            out.append({"type": "tool_use", "id": block.id, "name": block.name,
+                        "input": block.input})
+    return out
+
+
+def _user_blocks(msg: Msg) -> list[JSONDict]:
+    out: list[JSONDict] = []
+    for block in msg.content:
+        if isinstance(block, ToolResultBlock):
+            out.append(_tool_result(block))
+        elif isinstance(block, TextBlock | HintBlock):
+            out.extend({"type": "text", "text": t} for t in _texts([block]))
+        elif isinstance(block, DataBlock):
+            out.append(_data(block))
+    return out
+
+
+def _tool_result(block: ToolResultBlock) -> JSONDict:
+    content: str | list[JSONDict]
+    if isinstance(block.output, str):
+        content = block.output
+    else:
+        content = []
+        for item in block.output:
+            if isinstance(item, DataBlock):
+                content.append(_data(item))
+            else:
+                content.extend({"type": "text", "text": t} for t in _texts([item]))
+    result: JSONDict = {"type": "tool_result", "tool_use_id": block.id, "content": content}
+    if block.state is not ToolResultState.SUCCESS:
+        result["is_error"] = True
+    return result
+
+
+def _data(block: DataBlock) -> JSONDict:
+    media = block.media_type.lower()
+    kind = ("image" if media.startswith("image/")
+            else "document" if media == "application/pdf" else None)
+    if kind is None:
+        # No block type for it: the model gets a line naming it rather than nothing.
+        where = f": {block.url}" if block.url else ""
+        return {"type": "text", "text": f"[{block.media_type}{where}]"}
+    if block.data is not None:
+        source: JSONDict = {"type": "base64", "media_type": block.media_type, "data": block.data}
+    else:
+        source = {"type": "url", "url": block.url or ""}
+    return {"type": kind, "source": source}
+
+
+def to_anthropic_tools(tools: Iterable[Mapping[str, Any]]) -> list[JSONDict]:
+    return [
+        {"name": t["name"], "description": t.get("description") or "",
+         "input_schema": t.get("parameters") or {"type": "object", "properties": {}}}
+        for t in tools
+    ]
+
+
+def to_anthropic_tool_choice(choice: str) -> JSONDict:
+    """``"auto"``, ``"none"``, ``"required"`` (Anthropic's ``any``), or a tool's name."""
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
+
+
+# -------------------------------------------------------------------------- answers
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def parse_usage(usage: Mapping[str, Any]) -> ChatUsage:
+    """Anthropic ``usage`` as :class:`ChatUsage`: ``input_tokens`` counts every prompt
+    token (new, written to the cache and read from it), ``cached_tokens`` the ones read
+    from the cache."""
+    read = usage.get("cache_read_input_tokens")
+    total_in = (_int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
+                + _int(read))
+    return ChatUsage(input_tokens=total_in, output_tokens=_int(usage.get("output_tokens")),
+                     cached_tokens=_int(read) if read is not None else None)
+
+
+def parse_message(data: Any) -> list[ModelChunk]:
+    """The chunks of a complete (non-streaming) ``message``."""
+    if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+        raise ValueError(f"no content list in {json.dumps(data)[:200]}")
+    out: list[ModelChunk] = []
+    for index, block in enumerate(data["content"]):
+        if not isinstance(block, dict):
+            raise ValueError(f"content block #{index} is not an object")
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            out.append(TextChunk(str(block["text"])))
+        elif kind == "thinking" and block.get("thinking"):
+            out.append(ThinkingChunk(str(block["thinking"])))
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            out.append(ToolCallChunk(index, block.get("id"), block.get("name"), arguments,
+                                     done=True))
+    if isinstance(data.get("usage"), dict):
+        out.append(UsageChunk(parse_usage(data["usage"])))
+    if isinstance(data.get("stop_reason"), str):
+        out.append(FinishChunk(stop_reason(data["stop_reason"])))
+    return out
+

@@ -1,0 +1,179 @@
+"""What every HTTP model adapter shares: settings, the per-loop client pools and their
+closing, and one call's course (encode the body, POST it, read the event stream or
+the one JSON answer). An adapter supplies its request body, its stream parser and its
+reading of a complete answer; see ``openai.py`` and ``anthropic.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Protocol, Self
+
+import httpx
+
+from rx_agent._version import __version__
+from rx_agent.message import Msg
+from rx_agent.options import GenerateOptions
+
+from ._http import EventParser, HTTPTransport, excerpt, is_json, read_events
+from ._http_pool import ClientPool
+from .base import AsyncChatModel, ModelChunk, UsageChunk
+from .errors import ModelRequestError, ModelResponseError
+
+__all__ = ["HTTPChatModel", "StreamParser"]
+
+
+class StreamParser(EventParser, Protocol):
+    """An :class:`EventParser` that also ends the stream: the held usage and finish
+    chunks (``elapsed``: seconds since the request), or a typed error when the stream
+    stopped before its end."""
+
+    def finish(self, elapsed: float) -> list[ModelChunk]: ...
+
+
+class HTTPChatModel(AsyncChatModel):
+    """An adapter that POSTs JSON to one URL (see the module docstring)."""
+
+    name: str
+    url: str
+    streaming: bool
+    generation_options: dict[str, Any]
+    max_connections: int
+    _transport: HTTPTransport
+    _answer_kind = "response"  # in the message about a malformed complete answer
+
+    def _setup_http(
+        self,
+        *,
+        url: str,
+        stream: bool,
+        timeout: float | None,
+        connect_timeout: float | None,
+        headers: Mapping[str, str],
+        max_connections: int,
+        generation_options: Mapping[str, Any],
+        key_hint: str,
+    ) -> None:
+        """Check and keep the settings every adapter takes; build the transport."""
+        kind = type(self).__name__
+        try:
+            json.dumps(dict(generation_options))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{kind} generation options must be JSON values: {exc}") from exc
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
+        self.url = url
+        self.streaming = stream
+        self.generation_options = dict(generation_options)
+        self.max_connections = max_connections
+        self._transport = HTTPTransport(
+            url,
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            headers={"User-Agent": f"rx-agent/{__version__}", **headers},
+            max_connections=max_connections,
+            key_hint=key_hint,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def _pools(self) -> dict[asyncio.AbstractEventLoop, ClientPool]:
+        """The client pool of each event loop (for tests and benchmarks)."""
+        return self._transport.pools.by_loop
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients (and their pooled connections) of every loop.
+
+        Clients belonging to another, still running loop are closed on that loop; those
+        whose loop is already closed are just dropped. The model stays usable: the
+        next call opens new clients.
+        """
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --------------------------------------------------------------- one call
+
+    @abc.abstractmethod
+    def request_body(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[Mapping[str, Any]] = (),
+        options: GenerateOptions | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body this model would send for one call (public for debugging)."""
+
+    @abc.abstractmethod
+    def _stream_parser(self) -> StreamParser:
+        """A parser for one call's event stream."""
+
+    @abc.abstractmethod
+    def _parse_complete(self, data: Any) -> list[ModelChunk]:
+        """The chunks a stream would have carried, from a complete JSON answer; a
+        ``ValueError`` when it is not the expected shape."""
+
+    async def astream(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[dict[str, Any]],
+        options: GenerateOptions,
+    ) -> AsyncIterator[ModelChunk]:
+        try:
+            body = self.request_body(messages, tools, options)
+            # Encoded here rather than by httpx so that a value JSON cannot carry
+            # (in a tool schema, say) fails as a typed, non-retryable error.
+            payload = json.dumps(body, ensure_ascii=False).encode()
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ModelRequestError(f"cannot build the request for {self.url}: {exc}") from exc
+        transport = self._transport
+        async with transport.client() as client:
+            started = time.perf_counter()
+            if not self.streaming:
+                response = await transport.post(client, payload)
+                for chunk in self._completion_chunks(response, started):
+                    yield chunk
+                return
+            async with transport.stream(client, payload) as response:
+                if is_json(response):
+                    # A server that does not stream answers with one JSON body.
+                    await response.aread()
+                    for chunk in self._completion_chunks(response, started):
+                        yield chunk
+                    return
+                parser = self._stream_parser()
+                async for chunk in read_events(response, parser):
+                    yield chunk
+                for chunk in parser.finish(time.perf_counter() - started):
+                    yield chunk
+
+    def _completion_chunks(self, response: httpx.Response, started: float) -> list[ModelChunk]:
+        """The chunks of a complete (read) non-streaming response; usage and finish
+        come last, as from a stream."""
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ModelResponseError(
+                f"{self.url} answered {response.status_code} with a body that is not JSON: "
+                f"{excerpt(response.text)}"
+            ) from exc
+        if isinstance(data, dict) and data.get("error"):
+            raise self._transport.payload_error(data)
+        try:
+            chunks = self._parse_complete(data)
+        except ValueError as exc:
+            raise ModelResponseError(
+                f"{self.url} answered with an unexpected {self._answer_kind}: {exc}"
+            ) from exc
+        elapsed = time.perf_counter() - started
+        for chunk in chunks:
+            if isinstance(chunk, UsageChunk):
+                chunk.usage = chunk.usage.model_copy(update={"time": elapsed})
+        return chunks

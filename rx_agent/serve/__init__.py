@@ -1,0 +1,33 @@
+"""Agents as a service: an HTTP/SSE server on Starlette and uvicorn (the ``serve`` extra).
+
+* :func:`create_app`: any agent (or a factory taking a session store) as an ASGI app;
+* ``rx-agent serve MODULE:ATTR``: the same app on uvicorn, one or many workers.
+
+Layout: ``_app`` builds the routes, ``_service`` holds the endpoint handlers,
+``_calls`` runs one call per request (SSE or JSON), ``_guard`` keeps one call per
+session (409 or queue), ``_auth`` maps bearer tokens to user ids, ``_body`` reads and
+checks request bodies, ``_errors`` turns every failure into a JSON answer, ``_runs``
+remembers recent calls (replay, the console's timeline), ``_metrics`` counts for
+Prometheus, ``_spans`` feeds OpenTelemetry spans to the console, ``_openapi``
+describes the endpoints, ``_cli`` is the command.
+"""
+
+from __future__ import annotations
+
+try:
+    import starlette  # noqa: F401
+    import uvicorn  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised with the extra missing
+    raise ImportError(
+        f"rx_agent.serve needs the serve extra ({exc.name} is missing): "
+        "pip install 'rx-agent[serve]' (from a checkout: pip install -e '.[serve]')"
+    ) from exc
+
+from ._app import create_app
+from ._auth import TokenAuth
+
+__all__ = ["TokenAuth", "create_app"]
+
+for _obj in (create_app, TokenAuth):
+    _obj.__module__ = __name__
+del _obj

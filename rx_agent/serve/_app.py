@@ -1,0 +1,167 @@
+"""``create_app``: an agent as a Starlette ASGI app."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..agent import ReActAgent
+from ..session import InMemorySessionStore, SessionStore
+from ._auth import TokenAuth
+from ._body import DEFAULT_MAX_BODY
+from ._errors import HTTPError, error_response, log
+from ._openapi import openapi
+from ._service import Service
+from ._spans import install_feed
+
+__all__ = ["create_app"]
+
+STATIC = Path(__file__).parent / "static"
+
+AgentFactory = Callable[[SessionStore], ReActAgent]
+
+
+def _agent_and_store(
+    agent_or_factory: ReActAgent | AgentFactory, session_store: SessionStore | None
+) -> tuple[ReActAgent, SessionStore]:
+    if isinstance(agent_or_factory, ReActAgent):
+        agent = agent_or_factory
+        if session_store is not None and session_store is not agent.session_store:
+            raise ValueError(
+                "create_app() got an agent and a different session_store: an agent's store "
+                "is fixed when it is built; pass a factory (store -> agent) instead, or "
+                "build the agent with that store")
+        return agent, agent.session_store
+    if not callable(agent_or_factory):
+        raise TypeError("create_app() takes a ReActAgent or a factory (session store -> "
+                        f"ReActAgent), not {type(agent_or_factory).__name__}")
+    store = session_store if session_store is not None else InMemorySessionStore()
+    made = agent_or_factory(store)
+    if not isinstance(made, ReActAgent):
+        raise TypeError(f"the agent factory returned a {type(made).__name__}, not a ReActAgent")
+    if made.session_store is not store:
+        raise ValueError("the agent factory must build the agent with the session store it "
+                         "is given (ReActAgent(..., session_store=store))")
+    return made, store
+
+
+def _authenticator(
+    auth: Mapping[str, str] | Callable[[str], str | None] | None,
+) -> Callable[[str], str | None] | None:
+    if auth is None:
+        return None
+    if isinstance(auth, Mapping):
+        return TokenAuth(auth)
+    if callable(auth):
+        return auth
+    raise TypeError("auth must be None, a mapping of token -> user id, or a callable "
+                    f"(token -> user id or None), not {type(auth).__name__}")
+
+
+def create_app(
+    agent_or_factory: ReActAgent | AgentFactory,
+    session_store: SessionStore | None = None,
+    auth: Mapping[str, str] | Callable[[str], str | None] | None = None,
+    *,
+    queue: bool = False,
+    max_body: int = DEFAULT_MAX_BODY,
+    tracer_provider: Any = None,
+    console: bool = True,
+) -> Starlette:
+    """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
+
+    Args:
+        agent_or_factory: a ``ReActAgent`` (its own session store is used), or a
+            factory called once with the session store, returning the agent built
+            on it (so ``rx-agent serve --store URL`` can choose the store).
+        session_store: the store for a factory (default: in memory). Use a Redis or
+            SQLite store to serve one session from several worker processes.
+        auth: bearer tokens: a mapping of token -> user id (compared in constant
+            time), or a callable ``token -> user id | None``. The user id scopes every
+            session, so a caller never reaches another user's. ``None``: no auth,
+            every caller is the anonymous user (for a loopback-only server).
+        queue: a post to a session that is running a call waits its turn instead
+            of getting ``409`` with ``Retry-After``.
+        max_body: the largest request body in bytes (default 1 MiB); larger is 413.
+        tracer_provider: an OpenTelemetry SDK ``TracerProvider`` whose spans the
+            console shows per run (default: the global one, when it is an SDK one).
+        console: serve the web console at ``/console``.
+    """
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+        raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
+    agent, store = _agent_and_store(agent_or_factory, session_store)
+    service = Service(agent, store, _authenticator(auth), queue=bool(queue),
+                      max_body=max_body, feed=install_feed(tracer_provider))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "agent": agent.name})
+
+    async def openapi_json(request: Request) -> Response:
+        return JSONResponse(openapi())
+
+    async def console_page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
+
+    async def to_console(request: Request) -> Response:
+        return RedirectResponse("/console")
+
+    session = "/v1/sessions/{session_id}"
+    routes: list[Route | Mount] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/metrics", service.metrics_text, methods=["GET"]),
+        Route("/v1/plan", service.plan, methods=["GET"]),
+        Route("/v1/sessions", service.list_sessions, methods=["GET"]),
+        Route(session, service.get_session, methods=["GET"]),
+        Route(session, service.delete_session, methods=["DELETE"]),
+        Route(session + "/messages", service.post_messages, methods=["POST"]),
+        Route(session + "/confirm", service.post_confirm, methods=["POST"]),
+        Route(session + "/external-results", service.post_external, methods=["POST"]),
+        Route(session + "/interrupt", service.interrupt, methods=["POST"]),
+        Route(session + "/runs/{run_id}", service.get_run, methods=["GET"]),
+    ]
+    if console:
+        routes += [
+            Route("/", to_console, methods=["GET"]),
+            Route("/console", console_page, methods=["GET"]),
+            Mount("/console/static", StaticFiles(directory=STATIC), name="console"),
+        ]
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPError)
+        service.metrics.error(exc.code, exc.status)
+        return error_response(exc)
+
+    async def on_starlette_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = (f"no endpoint {request.method} {request.url.path}"
+                   if exc.status_code in (404, 405) else str(exc.detail))
+        error = HTTPError(exc.status_code, code, message, exc.headers)
+        service.metrics.error(error.code, error.status)
+        return error_response(error)
+
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        service.metrics.error("internal_error", 500)
+        return error_response(HTTPError(
+            500, "internal_error", f"the server failed ({type(exc).__name__}); the server "
+            "log has the details"))
+
+    app = Starlette(routes=routes, exception_handlers={
+        HTTPError: on_http_error,
+        StarletteHTTPException: on_starlette_error,
+        Exception: on_crash,
+    })
+    app.state.service = service
+    logging.getLogger("rx_agent.serve").debug("serving agent %r", agent.name)
+    return app

@@ -1,0 +1,303 @@
+"""One call per request: the agent's events as Server-Sent Events, or the final
+``Msg`` as JSON; a client that goes away disposes the call.
+
+The first event is awaited before any answer is sent, so a call that fails at once
+(a busy session, a rejected resume, a model that is down) gets a proper 4xx/5xx JSON
+answer. After that, an ASGI callable streams the rest while it listens for the
+client's disconnect: when it comes, the subscription is disposed at once (the
+model stream is closed and running tools cancelled; the agent still saves the state
+and frees the session), not at the next event the server fails to write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from .._rx import affinity, subscribe_direct
+from ..agent import ReActAgent
+from ..context import RuntimeContext
+from ..event import AgentEvent, AgentResultEvent, AgentStartEvent, ModelCallEndEvent
+from ..session import SessionKey
+from ._errors import HTTPError, from_exception
+from ._guard import Hold, SessionGuard
+from ._metrics import Metrics
+from ._runs import RunLog, RunRecord
+
+__all__ = ["KEEPALIVE", "CallRunner"]
+
+KEEPALIVE = 15.0
+"""Seconds of silence after which the stream sends an SSE comment (proxies close idle
+connections)."""
+
+_NEXT, _ERROR, _DONE = 0, 1, 2
+
+
+class EventPump:
+    """The call's events in a buffer the response drains (Rx has no backpressure)."""
+
+    def __init__(self, agent: ReActAgent, inp: Any, ctx: RuntimeContext) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._buffer: deque[tuple[int, Any]] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        here = affinity(loop)
+        push = self._push
+        self._subscription = subscribe_direct(
+            agent.stream(inp, ctx),
+            lambda e: here.run(push, _NEXT, e),
+            lambda x: here.run(push, _ERROR, x),
+            lambda: here.run(push, _DONE, None),
+        )
+
+    def _push(self, kind: int, value: Any) -> None:
+        self._buffer.append((kind, value))
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next(self, timeout: float | None = None) -> tuple[int, Any] | None:
+        """The next signal, or ``None`` after ``timeout`` seconds without one."""
+        if not self._buffer:
+            waiter = self._waiter = self._loop.create_future()
+            timer = (self._loop.call_later(timeout, _wake, waiter)
+                     if timeout is not None else None)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            if not self._buffer:
+                return None
+        return self._buffer.popleft()
+
+    def unread(self, signals: list[tuple[int, Any]]) -> None:
+        """Put ``signals`` back in front, in order."""
+        self._buffer.extendleft(reversed(signals))
+
+    def ready(self) -> tuple[int, Any] | None:
+        """The next signal if one is buffered, without waiting."""
+        return self._buffer.popleft() if self._buffer else None
+
+    def dispose(self) -> None:
+        self._subscription.dispose()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+@dataclass(eq=False)
+class Call:
+    """A started call: what its response needs to finish it."""
+
+    runner: CallRunner
+    pump: EventPump
+    record: RunRecord
+    hold: Hold | None
+    kind: str
+    started: float
+    first: list[tuple[int, Any]]
+    result: Any = None
+    finished: bool = False
+
+    def note(self, event: AgentEvent) -> tuple[int, str]:
+        """Count and record one event; its number in the stream and its JSON."""
+        data = event.model_dump_json()
+        seq = self.record.add(event.type, data)
+        metrics = self.runner.metrics
+        metrics.events += 1
+        if type(event) is ModelCallEndEvent and event.usage is not None:
+            metrics.tokens["input"] += event.usage.input_tokens
+            metrics.tokens["output"] += event.usage.output_tokens
+        elif type(event) is AgentResultEvent:
+            self.result = event.result
+        return seq, data
+
+    async def finish(self, outcome: str, error: str | None = None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.pump.dispose()  # a no-op after the stream ended; cancels it otherwise
+        self.record.finish(outcome, error)
+        runner = self.runner
+        runner.metrics.active -= 1
+        runner.metrics.call_ended(self.kind, outcome, time.monotonic() - self.started)
+        await runner.guard.leave(self.hold)
+
+
+class CallRunner:
+    def __init__(self, agent: ReActAgent, guard: SessionGuard, runs: RunLog,
+                 metrics: Metrics) -> None:
+        self.agent = agent
+        self.guard = guard
+        self.runs = runs
+        self.metrics = metrics
+
+    def context(self, key: SessionKey, user_id: str | None) -> RuntimeContext:
+        return RuntimeContext(session_id=key.session_id, user_id=user_id)
+
+    async def start(self, key: SessionKey, user_id: str | None, inp: Any, kind: str) -> Call:
+        """Start the call and wait for its first signal; raise the HTTP answer if the
+        call fails before producing an event."""
+        started = time.monotonic()
+        ctx = self.context(key, user_id)
+        agent = self.agent
+        hold = await self.guard.enter(key, ctx.run_id, lambda: agent.interrupt(ctx))
+        record = self.runs.start(ctx.run_id, key, kind)
+        self.metrics.active += 1
+        call: Call | None = None
+        try:
+            pump = EventPump(agent, inp, ctx)
+            call = Call(self, pump, record, hold, kind, started, [])
+            # A call that fails early (a rejected resume, a busy lease, a model that is
+            # down) fails right after its AgentStartEvent: wait for the signal after it.
+            while True:
+                signal = await pump.next()
+                assert signal is not None
+                call.first.append(signal)
+                if signal[0] != _NEXT or type(signal[1]) is not AgentStartEvent:
+                    break
+        except BaseException as exc:
+            if call is None:
+                self.metrics.active -= 1
+                record.finish("failed", type(exc).__name__)
+                await self.guard.leave(hold)
+            else:
+                await call.finish("failed", type(exc).__name__)
+            raise
+        self.metrics.first_event.observe(time.monotonic() - started)
+        if call.first[-1][0] == _ERROR:
+            failure = call.first[-1][1]
+            await call.finish("failed", type(failure).__name__)
+            raise from_exception(failure, key.session_id)
+        pump.unread(call.first)  # the response streams them first
+        return call
+
+
+def sse(event_id: str | None, event: str, data: str) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {data}\n\n".encode()
+
+
+def _error_data(error: HTTPError) -> str:
+    return json.dumps(error.payload())
+
+
+class CallResponse:
+    """The ASGI answer of a started call: an SSE stream or, with ``as_json``, the final
+    message once the call ends."""
+
+    def __init__(self, call: Call, *, as_json: bool) -> None:
+        self.call = call
+        self.as_json = as_json
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        call = self.call
+        work = asyncio.ensure_future(self._json(send) if self.as_json else self._sse(send))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():  # the client left first: dispose the call now
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError):
+                    await work
+                await call.finish("disconnected")
+                return
+            with contextlib.suppress(OSError):
+                await work
+        finally:
+            gone.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await gone
+            await call.finish("disconnected")  # a no-op when the call finished itself
+
+    async def _signals(self) -> Any:
+        call = self.call
+        while True:
+            later = await call.pump.next(KEEPALIVE)
+            yield later  # None: silence, a keepalive is due
+            if later is not None and later[0] != _NEXT:
+                return
+
+    async def _sse(self, send: Send) -> None:
+        call = self.call
+        run_id = call.record.run_id
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),
+            (b"x-run-id", run_id.encode()),
+        ]})
+        async for first in self._signals():
+            if first is None:
+                await send({"type": "http.response.body", "body": b": keepalive\n\n",
+                            "more_body": True})
+                continue
+            # Under load events queue up: whatever is buffered goes out in one write.
+            frames: list[bytes] = []
+            signal: tuple[int, Any] | None = first
+            while signal is not None:
+                kind, value = signal
+                if kind == _NEXT:
+                    seq, data = call.note(value)
+                    frames.append(sse(f"{run_id}.{seq}", value.type, data))
+                    signal = call.pump.ready()
+                    continue
+                if kind == _ERROR:
+                    error = from_exception(value, call.record.key.session_id)
+                    call.runner.metrics.error(error.code, error.status)
+                    await call.finish("failed", type(value).__name__)
+                    frames.append(sse(None, "error", _error_data(error)))
+                else:
+                    await call.finish("completed")
+                await send({"type": "http.response.body", "body": b"".join(frames),
+                            "more_body": False})
+                return
+            await send({"type": "http.response.body", "body": b"".join(frames),
+                        "more_body": True})
+
+    async def _json(self, send: Send) -> None:
+        call = self.call
+        status, headers = 200, [(b"x-run-id", call.record.run_id.encode())]
+        async for signal in self._signals():
+            if signal is None:
+                continue
+            if signal[0] == _NEXT:
+                call.note(signal[1])
+                continue
+            if signal[0] == _ERROR:
+                error = from_exception(signal[1], call.record.key.session_id)
+                call.runner.metrics.error(error.code, error.status)
+                await call.finish("failed", type(signal[1]).__name__)
+                status, body = error.status, _error_data(error).encode()
+                headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+            elif call.result is None:
+                await call.finish("failed", "NoResultError")
+                status = 500
+                body = json.dumps({"error": {"code": "no_result", "message":
+                                   "the call ended without a result (a middleware dropped "
+                                   "its AgentResultEvent)"}}).encode()
+            else:
+                await call.finish("completed")
+                body = call.result.model_dump_json().encode()
+        headers.append((b"content-type", b"application/json"))
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _disconnected(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return

@@ -1,0 +1,166 @@
+"""``rx-agent serve``: load ``MODULE:ATTR``, build the app, run uvicorn (1..N workers).
+
+With ``--workers N`` uvicorn starts N processes; each imports
+``rx_agent.serve._cli:worker_app`` and builds its own app from the settings the parent
+put in ``RX_AGENT_SERVE_CONFIG`` (JSON). Workers share sessions only through a
+durable store, so more than one worker needs ``--store redis://...`` (or SQLite on
+one host), or an agent built on such a store.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import ipaddress
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+
+from ..agent import ReActAgent
+from ..session import InMemorySessionStore, SessionStore
+from ._app import create_app
+from ._body import DEFAULT_MAX_BODY
+from ._spans import install_global_provider
+
+__all__ = ["CONFIG_ENV", "ServeConfig", "ServeError", "build_app", "run", "worker_app"]
+
+CONFIG_ENV = "RX_AGENT_SERVE_CONFIG"
+
+
+class ServeError(ValueError):
+    """A setting ``rx-agent serve`` cannot run with (reported as one line)."""
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    target: str
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    store: str | None = None
+    tokens: dict[str, str] | None = None
+    queue: bool = False
+    max_body: int = DEFAULT_MAX_BODY
+    log_level: str = "info"
+
+
+def _import_target(target: str) -> Any:
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name.strip() or not attr.strip():
+        raise ServeError(f"expected MODULE:ATTR (for example myapp.agents:agent), got {target!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path:  # like `python -m`: modules where the user stands import
+        sys.path.insert(0, cwd)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ServeError(f"cannot import {module_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ServeError(f"module {module_name!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def _takes_store(factory: Any) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+               for p in params)
+
+
+def _open_store(url: str | None) -> SessionStore:
+    if url is None:
+        return InMemorySessionStore()
+    from ..session import session_store_from_url
+
+    try:
+        return session_store_from_url(url)
+    except (ValueError, ImportError) as exc:
+        raise ServeError(f"--store: {exc}") from exc
+
+
+def _agent(config: ServeConfig) -> tuple[ReActAgent | Any, SessionStore | None]:
+    """The agent (or factory) and the store for ``create_app``."""
+    obj = _import_target(config.target)
+    if isinstance(obj, ReActAgent):
+        if config.store is not None:
+            raise ServeError(f"{config.target} is an agent, built with its own session store; "
+                             "--store needs ATTR to be a factory taking the store "
+                             "(def build(store): return ReActAgent(..., session_store=store))")
+        return obj, None
+    if not callable(obj):
+        raise ServeError(f"{config.target} is a {type(obj).__name__}, not a ReActAgent or a "
+                         "factory that returns one")
+    if _takes_store(obj):
+        return obj, _open_store(config.store)
+    if config.store is not None:
+        raise ServeError(f"{config.target}() takes no session store, so --store cannot apply; "
+                         "give it a parameter: def build(store): ...")
+    made = obj()
+    if not isinstance(made, ReActAgent):
+        raise ServeError(f"{config.target}() returned a {type(made).__name__}, not a ReActAgent")
+    return made, None
+
+
+def build_app(config: ServeConfig) -> Starlette:
+    target, store = _agent(config)
+    install_global_provider()  # after the user's module: its own provider wins
+    try:
+        app = create_app(target, store, auth=config.tokens, queue=config.queue,
+                         max_body=config.max_body)
+    except (TypeError, ValueError) as exc:
+        raise ServeError(str(exc)) from exc
+    service = app.state.service
+    if config.workers > 1 and not service.guard.shared:
+        raise ServeError(
+            f"--workers {config.workers} needs a session store the workers share: pass "
+            "--store redis://host:6379/0 (or sqlite:///file.db on one host) with a factory "
+            f"target, or build the agent on one (its store is {type(service.store).__name__})")
+    return app
+
+
+def worker_app() -> Starlette:
+    """The app of one uvicorn worker process (``factory=True``)."""
+    raw = os.environ.get(CONFIG_ENV)
+    if not raw:
+        raise ServeError(f"{CONFIG_ENV} is not set: start workers with `rx-agent serve`")
+    return build_app(ServeConfig(**json.loads(raw)))
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check(config: ServeConfig, *, no_auth: bool) -> None:
+    if config.tokens is None and not no_auth and not _loopback(config.host):
+        raise ServeError(f"refusing to serve on {config.host} without a token: pass --token "
+                         "(or $RX_AGENT_TOKEN) or --tokens FILE, or --no-auth if a proxy in "
+                         "front authenticates")
+    if config.workers < 1:
+        raise ServeError(f"--workers must be at least 1, got {config.workers}")
+
+
+def run(config: ServeConfig, *, no_auth: bool = False) -> None:
+    import uvicorn
+
+    check(config, no_auth=no_auth)
+    app = build_app(config)  # in the parent too: a bad target fails here, once
+    if config.workers == 1:
+        uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
+        return
+    os.environ[CONFIG_ENV] = json.dumps(asdict(config))
+    uvicorn.run("rx_agent.serve._cli:worker_app", factory=True, host=config.host,
+                port=config.port, workers=config.workers, log_level=config.log_level)

@@ -1,0 +1,106 @@
+"""Fixtures for the server tests: a real uvicorn on a loopback port, test models.
+
+``live`` starts an app on uvicorn in a background thread (its own event loop, as a
+deployed server has) and yields its base URL; requests go through a real TCP socket
+with httpx. ``redis_url`` is the shared real ``redis-server`` of ``tests/_services.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+import uvicorn
+from _services import redis_url
+
+from rx_agent import Msg
+from rx_agent.message import ChatUsage
+from rx_agent.model import AsyncChatModel, ModelChunk, TextChunk, UsageChunk
+from rx_agent.options import GenerateOptions
+
+from .served_agents import EchoModel
+
+__all__ = ["EchoModel", "LiveServer", "SlowModel", "live", "redis_url"]
+
+
+class LiveServer:
+    """An ASGI app on uvicorn at ``http://127.0.0.1:<free port>``."""
+
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def live() -> Iterator[Callable[[Any], LiveServer]]:
+    """``with live(app) as server: httpx.get(server.url + "/healthz")``."""
+    started: list[LiveServer] = []
+
+    def start(app: Any) -> LiveServer:
+        server = LiveServer(app).__enter__()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.__exit__()
+
+
+class SlowModel(AsyncChatModel):
+    """Streams ``chunks`` text deltas, ``delay`` seconds apart (the first call waits for
+    ``gate`` after its first chunk, if there is one); records whether its stream was
+    closed before the end (``cancelled``) and when it finished (``closed``)."""
+
+    name = "slow"
+    provider = "test"
+
+    def __init__(self, chunks: Sequence[str], delay: float,
+                 gate: threading.Event | None = None) -> None:
+        self.chunks = list(chunks)
+        self.delay = delay
+        self.gate = gate
+        """When given, the first stream waits for it after its first chunk."""
+        self.started = threading.Event()
+        self.closed = threading.Event()
+        self.cancelled = threading.Event()
+        self.sent = 0
+
+    async def astream(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]],
+                      options: GenerateOptions) -> AsyncIterator[ModelChunk]:
+        self.started.set()
+        gate, self.gate = self.gate, None  # only the first call waits
+        try:
+            for chunk in self.chunks:
+                yield TextChunk(chunk)
+                self.sent += 1
+                while gate is not None and not gate.is_set():
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(self.delay)
+            yield UsageChunk(ChatUsage(input_tokens=7, output_tokens=len(self.chunks)))
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        finally:
+            self.closed.set()

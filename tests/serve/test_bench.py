@@ -1,0 +1,24 @@
+"""The load benchmark keeps running (its smoke size: 10 clients, one call each)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "serve_load.py"
+
+
+@pytest.mark.timeout(120)
+def test_the_serve_load_benchmark_runs() -> None:
+    done = subprocess.run([sys.executable, str(BENCH), "--smoke"], check=False,
+                          capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stderr
+    rows = re.findall(r"^\| (HTTP/SSE[^|]*|in-process[^|]*) \|.*\| (\d+) \|$", done.stdout,
+                      re.MULTILINE)
+    assert [calls for _, calls in rows] == ["10", "10"], done.stdout
+    # Every call streamed its whole reply: start, 5 deltas, result, end and the rest.
+    assert "events per call: 12" in done.stdout

@@ -1,0 +1,1 @@
+"""Real MCP servers for the MCP tests, written with the SDK's server API."""
