@@ -21,6 +21,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import gc_objects  # noqa: E402
 import workloads as w  # noqa: E402
 from peer.setup_peer import PeerSetupError, ensure_peer_venv, run_peer  # noqa: E402
 
@@ -165,6 +166,45 @@ class Suite:
             self.row(f"peak RSS per in-flight call ({label}, KB)",
                      f"{result.peak_rss_per_call_bytes / 1024:.1f}", "< 50 KB")
             self.row(f"threads alive at most ({label})", f"{result.max_threads}")
+        big = self.args.big_calls
+        if big:
+            # Not a target: how far one loop goes (CPU per call bounds it, not threads).
+            result = await w.concurrency(big, chunks=5, latency=0.02)
+            self.results["concurrency"][f"{big} calls, 5 chunks"] = result.__dict__
+            self.row(f"{big} calls wall / one call wall (5-chunk reply)",
+                     f"{result.all_calls_s / result.one_call_s:.2f}x")
+            self.row(f"peak RSS per in-flight call ({big} calls, KB)",
+                     f"{result.peak_rss_per_call_bytes / 1024:.1f}")
+            self.row(f"threads alive at most ({big} calls)", f"{result.max_threads}")
+
+    # 7: synchronous tools ----------------------------------------------------------
+    async def sync_tools(self) -> None:
+        print(f"\n[7] tools: {self.n_rounds} rounds of a sync tool vs an async one, "
+              "interleaved", flush=True)
+        reps = self.args.round_repeats
+        samples: dict[str, list[float]] = {"sync": [], "async": []}
+        for _ in range(reps):
+            for kind in ("sync", "async"):
+                samples[kind] += await w.time_runs(
+                    lambda kind=kind: w.tool_agent(kind, self.n_rounds), 1, warmup=0)
+        per = {k: median(v) / self.n_rounds * 1e6 for k, v in samples.items()}
+        self.results["tools"] = per
+        self.row("per round, async tool: ours us", f"{per['async']:.1f}")
+        self.row("per round, sync tool (thread hop): ours us", f"{per['sync']:.1f}")
+        self.row("sync tool round / async tool round", f"{per['sync'] / per['async']:.2f}x",
+                 "<= 1.5x")
+
+    # 8: objects per call -------------------------------------------------------------
+    async def objects(self) -> None:
+        print("\n[8] GC-tracked objects per call (5-chunk reply, no tools)", flush=True)
+        calls = min(self.args.calls, 500)
+        flight, kept, _ = await gc_objects.in_flight(calls, 5, False, 0)
+        left, _ = await gc_objects.left_over(calls, 5, False, 0)
+        self.results["objects"] = {"in_flight": flight, "kept_after": kept,
+                                   "left_for_gc": left}
+        self.row("objects per in-flight call (of which kept after it)",
+                 f"{flight:.0f} ({kept:.0f})", "< 60")
+        self.row("objects per finished call left for the cyclic GC", f"{left:.0f}", "0")
 
     # 6: inactive points ------------------------------------------------------------
     async def inactive(self) -> None:
@@ -198,6 +238,8 @@ class Suite:
         await self.rounds()
         await self.concurrency()
         await self.inactive()
+        await self.sync_tools()
+        await self.objects()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,10 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--round-repeats", type=int, default=40)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--big-calls", type=int, default=10_000,
+                        help="the large concurrency run (0 skips it)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.smoke:
         args.events, args.repeats, args.round_repeats, args.calls = 300, 2, 2, 50
+        args.big_calls = 200
         args.no_peer = True
     suite = Suite(args)
     if not args.no_peer:

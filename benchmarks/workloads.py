@@ -120,6 +120,26 @@ def rounds_agent(n: int, flavour: str, rounds: int) -> ReActAgent:
                       max_iters=rounds + 1)
 
 
+def echo_sync(value: int) -> str:
+    """Echo a number (a synchronous tool: it runs on a worker thread)."""
+    return str(value)
+
+
+async def echo_async(value: int) -> str:
+    """Echo a number (an async tool: it runs on the loop)."""
+    return str(value)
+
+
+def tool_agent(kind: str, rounds: int) -> ReActAgent:
+    """``rounds`` rounds of one call to a sync (``kind="sync"``) or async tool."""
+    fn = echo_sync if kind == "sync" else echo_async
+    script: list[Any] = [[ToolUseBlock(id=f"c{i}", name=fn.__name__, input={"value": i})]
+                         for i in range(rounds)]
+    script.append(["The ", "answer."])
+    return ReActAgent(name="bench", model=ScriptedModel(script), toolkit=Toolkit([fn]),
+                      max_iters=rounds + 1)
+
+
 async def time_runs(make: Callable[[], ReActAgent], repeats: int, warmup: int = 1) -> list[float]:
     """Seconds per run (agent built outside the timed region)."""
     times = []

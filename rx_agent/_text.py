@@ -40,6 +40,18 @@ def check_text(text: str, where: str) -> None:
         )
 
 
+# Whether a class is a pydantic model, per class: pydantic's ``model_fields`` is a
+# property that costs far more than a dict lookup, and this runs per input message.
+_RECORD_TYPES: dict[type, bool] = {}
+
+
+def _is_record(cls: type) -> bool:
+    known = _RECORD_TYPES.get(cls)
+    if known is None:
+        known = _RECORD_TYPES[cls] = hasattr(cls, "model_fields")
+    return known
+
+
 def check_value(value: object, where: str) -> None:
     """:func:`check_text` over every string inside ``value`` (records, dicts, lists)."""
     if isinstance(value, str):
@@ -53,7 +65,7 @@ def check_value(value: object, where: str) -> None:
             check_value(v, f"{where}[{i}]")
     else:
         fields = getattr(value, "__dict__", None)
-        if fields is not None and hasattr(type(value), "model_fields"):
+        if fields is not None and _is_record(type(value)):
             for name, v in fields.items():
                 if v is not None and not isinstance(v, (int, float)):
                     check_value(v, f"{where}.{name}")

@@ -52,6 +52,12 @@ class AgentState(BaseModel):
         __getattr__ = model_getattr
 
 
+# One lock for the attributes of every context: each critical section is one dict
+# operation, so sharing it costs nothing measurable, and a call (which copies its
+# caller's context) does not allocate a lock per context.
+_ATTRS_LOCK = threading.RLock()
+
+
 class RuntimeContext:
     """Per-call context shared by every hook and tool of one call.
 
@@ -78,7 +84,7 @@ class RuntimeContext:
         self.user_id = user_id or None
         self.run_id: str = run_id or new_id()
         self.agent_state: AgentState | None = None
-        self._lock = threading.RLock()
+        self._lock = _ATTRS_LOCK
         self._attrs: dict[str | type[Any], Any] = {}
         self._base: RuntimeContext | None = None
         for key, value in (attributes or {}).items():

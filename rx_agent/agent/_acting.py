@@ -32,6 +32,7 @@ from ..event import (
 from ..message import GenerateReason, Msg, Role, ToolResultBlock, ToolResultState, ToolUseBlock
 from ..middleware.base import ExtensionPoint
 from ..middleware.inputs import ActingInput
+from ..middleware.types import Handler
 from ..permissions import Permission, decide
 from ..tool._execute import execute
 from ._hitl import ResumeEvent, apply_edits
@@ -64,8 +65,11 @@ class Acting:
     def __init__(self, scope: CallScope) -> None:
         self.scope = scope
         config = scope.config
-        self.chain = config.plan.wrap(ExtensionPoint.ON_ACTING, scope.agent, scope.ctx,
-                                      self.core)
+        plan = config.plan
+        # None where no layer wraps the core (no bound method kept per call).
+        self.chain: Handler[ActingInput] | None = plan.wrap(
+            ExtensionPoint.ON_ACTING, scope.agent, scope.ctx, self.core,
+        ) if plan.has_layers(ExtensionPoint.ON_ACTING) else None
         self.batch: Batch | None = None
 
     # -- resume and abandon --------------------------------------------------------
@@ -172,7 +176,10 @@ class Acting:
             return scope.close_interrupted(state)
         self.batch = batch
         try:
-            await scope.run_step(self.chain(ActingInput(tuple(run))), ExtensionPoint.ON_ACTING)
+            ain = ActingInput(tuple(run))
+            chain = self.chain
+            await scope.run_step(chain(ain) if chain is not None else self.core(ain),
+                                 ExtensionPoint.ON_ACTING)
         except Interrupted:
             return scope.close_interrupted(state)
         finally:

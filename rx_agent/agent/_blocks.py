@@ -56,8 +56,9 @@ class ChunkConverter:
         "_emit",
         "_open_id",
         "_open_kind",
-        "_segments",
         "_source",
+        "_texts",
+        "_thinkings",
         "finish_reason",
         "reply_id",
         "seen_chunk",
@@ -70,7 +71,7 @@ class ChunkConverter:
         self._emit = emit
         self._open_kind = 0
         self._open_id = ""
-        self._segments = [0, 0, 0]
+        self._texts = self._thinkings = 0  # blocks opened per kind (ints: no list per call)
         self._calls: dict[int, tuple[str, str]] = {}
         self.usage: ChatUsage | None = None
         self.finish_reason: str | None = None
@@ -113,8 +114,10 @@ class ChunkConverter:
 
     def _open(self, kind: int) -> None:
         self._close()
-        self._segments[kind] += 1
-        n = self._segments[kind]
+        if kind == _TEXT:
+            self._texts = n = self._texts + 1
+        else:
+            self._thinkings = n = self._thinkings + 1
         base = "text" if kind == _TEXT else "thinking"
         self._open_id = base if n == 1 else f"{base}-{n}"
         self._open_kind = kind

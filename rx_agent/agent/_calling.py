@@ -37,6 +37,52 @@ class NoResultError(RxAgentError, RuntimeError):
     """A call completed without an ``AgentResultEvent`` (a middleware dropped it)."""
 
 
+class _Outcome(rxabc.ObserverBase[AgentEvent]):
+    """The observer of :meth:`Calling.acall`: the result event's message, or the
+    error, into a future of the running loop."""
+
+    __slots__ = ("future", "name", "result")
+
+    def __init__(self, future: asyncio.Future[Msg], name: str) -> None:
+        self.future = future
+        self.name = name
+        self.result: Msg | None = None
+
+    def on_next(self, event: AgentEvent) -> None:
+        if _is_result(event):
+            self.result = event.result  # type: ignore[attr-defined]
+
+    def on_error(self, exc: Exception) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+    def on_completed(self) -> None:
+        if self.future.done():
+            return
+        if self.result is None:
+            self.future.set_exception(_no_result(self.name))
+        else:
+            self.future.set_result(self.result)
+
+
+# Per event class: whether it is a result event (isinstance against pydantic's ABC
+# metaclass costs more than the dict lookup, on every event of a call).
+_RESULT_KINDS: dict[type, bool] = {AgentResultEvent: True}
+
+
+def _is_result(event: object) -> bool:
+    kind = type(event)
+    known = _RESULT_KINDS.get(kind)
+    if known is None:
+        known = _RESULT_KINDS[kind] = issubclass(kind, AgentResultEvent)
+    return known
+
+
+def _no_result(name: str) -> NoResultError:
+    return NoResultError(f"agent {name!r} completed without an AgentResultEvent "
+                         "(did an on_agent middleware drop it?)")
+
+
 class Calling:
     """The calling half of :class:`ReActAgent` (it owns ``_config`` and ``_slots``)."""
 
@@ -91,14 +137,12 @@ class Calling:
             result: list[Msg] = []
 
             def on_next(event: AgentEvent) -> None:
-                if type(event) is AgentResultEvent or isinstance(event, AgentResultEvent):
-                    result[:] = [event.result]
+                if _is_result(event):
+                    result[:] = [event.result]  # type: ignore[attr-defined]
 
             def on_completed() -> None:
                 if not result:
-                    observer.on_error(NoResultError(
-                        f"agent {self.name!r} completed without an AgentResultEvent "
-                        "(did an on_agent middleware drop it?)"))
+                    observer.on_error(_no_result(self.name))
                     return
                 observer.on_next(result[0])
                 observer.on_completed()
@@ -118,24 +162,18 @@ class Calling:
 
         Cancelling the awaiting task disposes the call. ``structured_model`` as for
         :meth:`stream`."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Msg] = loop.create_future()
-        box: list[Msg] = []
-
-        def on_error(exc: Exception) -> None:
-            if not future.done():
-                future.set_exception(exc)
-
-        def on_completed() -> None:
-            if not future.done():
-                future.set_result(box[-1])
-
-        subscription = subscribe_direct(self.call(msgs, ctx, structured_model=structured_model),
-                                        box.append, on_error, on_completed)
+        inp = normalize(msgs)
+        check_ctx(ctx)
+        model = check_structured_model(structured_model)
+        # One Run observed by one slotted object: no Observable, closure or
+        # disposable of call()/stream() in between (they would be built and dropped).
+        outcome = _Outcome(asyncio.get_running_loop().create_future(), self.name)
+        run = Run(cast(Agent, self), self._config, self._slots, ctx, inp, model)
+        run.subscribe(outcome)
         try:
-            return await future
+            return await outcome.future
         finally:
-            subscription.dispose()
+            run.dispose()
 
     def astream(
         self,

@@ -11,6 +11,7 @@ so the state needs no locks; other threads reach it through the loop.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import threading
 from typing import Any, cast
@@ -19,7 +20,6 @@ import reactivex
 from pydantic import BaseModel
 from reactivex import Observable
 from reactivex import abc as rxabc
-from reactivex.disposable import Disposable
 
 from .._record import new_id
 from .._rx import (
@@ -54,6 +54,10 @@ __all__ = ["Phase", "Run"]
 _thread_id = threading.get_ident
 
 
+def _dropped(event: AgentEvent) -> None:
+    """The emit of a call that has ended (a step still unwinding emits nowhere)."""
+
+
 class Phase(enum.Enum):
     """Where a call is. Moves forward only; ``DISPOSED`` can follow any phase."""
 
@@ -76,7 +80,7 @@ class Phase(enum.Enum):
 _ENDED = (Phase.FINISHING, Phase.DONE, Phase.DISPOSED)
 
 
-class Run:
+class Run(rxabc.DisposableBase):
     """The lifecycle of one call (one subscription of ``agent.stream``)."""
 
     __slots__ = (
@@ -94,6 +98,7 @@ class Run:
         "result",
         "scope",
         "subscription",
+        "task",
     )
 
     def __init__(
@@ -131,6 +136,7 @@ class Run:
         self.result: Msg | None = None
         self.failed = False
         self.driving = False
+        self.task: asyncio.Task[None] | None = None  # the call's own task (no on_agent layer)
         self.react = ReActLoop(scope, structured_model)
         # Only an on_agent middleware can put a non-event into the caller's stream.
         self.checked = config.plan.has_layers(ExtensionPoint.ON_AGENT)
@@ -154,7 +160,11 @@ class Run:
             loop = runtime_loop()
             scope.loop, scope.affinity = loop, affinity(loop)
             scope.affinity.hop(self._start, observer)
-        return Disposable(self._dispose_threadsafe)
+        return self  # the subscription: dispose() is thread-safe
+
+    def dispose(self) -> None:
+        """Dispose this call's subscription (thread-safe)."""
+        self._dispose_threadsafe()
 
     def _start(self, observer: rxabc.ObserverBase[AgentEvent]) -> None:
         if self.phase is Phase.DISPOSED:
@@ -162,6 +172,13 @@ class Run:
         self.observer = observer
         self.phase = Phase.STARTED
         scope = self.scope
+        if not self.checked:
+            # No on_agent layer: the call's body is this task; no Observable, sink or
+            # disposable sits between it and the caller.
+            assert scope.loop is not None
+            # The Run itself is the emit (``__call__``): no bound method kept per call.
+            self.task = scope.loop.create_task(self._drive(self.input, self, True))
+            return
         chain = self.config.plan.wrap(ExtensionPoint.ON_AGENT, scope.agent, scope.ctx,
                                       self._core_agent)
         try:
@@ -188,6 +205,8 @@ class Run:
             self._finish(self.scope.not_an_event(ExtensionPoint.ON_AGENT, event))
             return
         observer.on_next(event)
+
+    __call__ = _on_next
 
     def _on_error(self, error: Exception) -> None:
         assert self.scope.affinity is not None
@@ -217,42 +236,65 @@ class Run:
 
         return from_coroutine(body, self.scope.loop)
 
-    async def _drive(self, inp: AgentInput, emit: Any) -> None:
-        scope = self.scope
-        ctx = scope.ctx
+    async def _drive(self, inp: AgentInput, emit: Any, finish: bool = False) -> None:
+        """The call's body. With ``finish`` (no ``on_agent`` layer: this is the call's
+        own task) it ends the call itself, as :func:`from_coroutine` would signal it;
+        one coroutine, not two."""
         try:
-            state = await self.binding.bind(ctx.user_id)
-        except BaseException:
-            # Busy, unreadable or unreachable: the call never entered the pipeline.
-            self.phase = Phase.REFUSED
-            raise
-        scope.state = state
-        ctx.agent_state = state
-        scope.tool_ctx.agent_state = state
-        if self.caller_ctx is not None:
-            self.caller_ctx.agent_state = state
-        input_messages = list(inp.msgs)
-        if self.phase is Phase.STARTED:
+            scope = self.scope
+            ctx = scope.ctx
             try:
-                pending = self.config.plan.notify_state_ready(scope.agent, ctx, state,
-                                                              input_messages)
-                if pending is not None:  # an async hook
-                    await pending
+                state = await self.binding.bind(ctx.user_id)
             except BaseException:
+                # Busy, unreadable or unreachable: the call never entered the pipeline.
                 self.phase = Phase.REFUSED
                 raise
-            self.phase = Phase.READY
-        scope.emit = emit
-        emit(AgentStartEvent.make(
-            scope.source, session_id=self.key.session_id, reply_id=self.reply_id,
-            name=self.config.name, user_id=ctx.user_id,
-        ))
-        if self.binding.recovered:
-            emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
-                                            tool_call_ids=list(self.binding.recovered)))
-        final = await self.react.run(state, input_messages, inp)
-        emit(AgentResultEvent.make(scope.source, result=final))
-        emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
+            scope.state = state
+            ctx.agent_state = state
+            scope.tool_ctx.agent_state = state
+            if self.caller_ctx is not None:
+                self.caller_ctx.agent_state = state
+            input_messages = list(inp.msgs)
+            if self.phase is Phase.STARTED:
+                try:
+                    pending = self.config.plan.notify_state_ready(scope.agent, ctx, state,
+                                                                  input_messages)
+                    if pending is not None:  # an async hook
+                        await pending
+                except BaseException:
+                    self.phase = Phase.REFUSED
+                    raise
+                self.phase = Phase.READY
+            scope.emit = emit
+            emit(AgentStartEvent.make(
+                scope.source, session_id=self.key.session_id, reply_id=self.reply_id,
+                name=self.config.name, user_id=ctx.user_id,
+            ))
+            if self.binding.recovered:
+                emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
+                                                tool_call_ids=list(self.binding.recovered)))
+            final = await self.react.run(state, input_messages, inp)
+            emit(AgentResultEvent.make(scope.source, result=final))
+            emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if not finish or (task is not None and task.cancelling()):
+                raise  # disposed
+            self._finish(RuntimeError(f"the step failed with {exc!r}"))
+            return
+        except Exception as exc:
+            if not finish:
+                raise
+            self._finish(exc)
+            return
+        except BaseException as exc:
+            if not finish:
+                raise
+            # SystemExit / KeyboardInterrupt must not stop the shared loop.
+            self._finish(RuntimeError(f"the step failed with {exc!r}"))
+            return
+        if finish:
+            self._finish(None)
 
     async def _checkpoint(self) -> None:
         await self.binding.checkpoint()
@@ -300,14 +342,28 @@ class Run:
         self, observer: rxabc.ObserverBase[AgentEvent] | None, error: BaseException | None
     ) -> None:
         if self.phase is Phase.DISPOSED:
+            self._unlink()
             return
         self.phase = Phase.DONE
+        self._unlink()
         if observer is None:
             return
         if error is not None:
             observer.on_error(error if isinstance(error, Exception) else RuntimeError(error))
         else:
             observer.on_completed()
+
+    def _unlink(self) -> None:
+        """The call is over: drop the references that point back into it (bound
+        methods, chains), so reference counting frees it without the cyclic GC."""
+        scope = self.scope
+        scope.emit = _dropped
+        scope.checkpoint = None
+        self.react.close()
+        self.subscription = None
+        binding = self.binding
+        if binding.released and not binding.held:
+            binding.owner = None
 
     def _seal(self) -> None:
         """Close the context for saving: no tool call may stay without a result."""
@@ -341,6 +397,9 @@ class Run:
         scope = self.scope
         if self.subscription is not None:
             self.subscription.dispose()
+        task = self.task
+        if task is not None and not task.done():
+            task.cancel()
         step = scope.step
         if step is not None and step.subscription is not None:
             step.subscription.dispose()
@@ -361,6 +420,7 @@ class Run:
         # Runs after the cancelled step's task (scheduled first) has unwound.
         self._seal()
         await self.binding.release()
+        self._unlink()
 
     def request_interrupt(self, msg: Msg | None = None) -> None:
         """Thread-safe: end the call with ``INTERRUPTED`` at the current step."""

@@ -7,21 +7,24 @@ the ``on_model_call`` chain (so a middleware's rewrite is what the context store
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import reactivex
 from pydantic import BaseModel
 from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable
 
 from .._record import new_id
-from .._rx import DirectObservable, on_loop, subscribe_direct
+from .._rx import DirectObservable, on_loop, subscribe_observer
 from .._text import check_value
 from ..context import AgentState
 from ..event import AgentEvent, ExceedMaxItersEvent, ModelCallStartEvent
 from ..message import GenerateReason, HintBlock, Msg, Role, TextBlock, ToolUseBlock
 from ..middleware.base import ExtensionPoint
 from ..middleware.inputs import AgentInput, CompressContextInput, ModelCallInput, ReasoningInput
+from ..middleware.types import Handler
 from ._acting import Acting
 from ._blocks import MessageAccumulator
 from ._compress import replace_context
@@ -31,6 +34,8 @@ from ._steps import CallScope, Interrupted
 from ._structured import StructuredOutput, StructuredOutputError
 
 __all__ = ["ReActLoop", "Round"]
+
+_thread_id = threading.get_ident
 
 _EMPTY_ANSWER_REMINDER = (
     "Your last reply had no visible answer and no tool call. Reply to the user with "
@@ -58,6 +63,14 @@ class Round:
         self.acc: MessageAccumulator | None = None
         self.capture: MessageAccumulator | None = MessageAccumulator()
 
+    def result(self, name: str) -> Msg | None:
+        """The round's message: the model's, or what left ``on_reasoning`` when a
+        middleware answered without calling the model."""
+        capture = self.capture
+        if self.msg is None and capture is not None and not capture.empty:
+            return capture.build(name)
+        return self.msg
+
     def partial(self, name: str) -> Msg | None:
         acc = self.acc
         return acc.build(name) if acc is not None and not acc.empty else None
@@ -66,26 +79,40 @@ class Round:
 class ReActLoop:
     """Rounds of ``on_reasoning`` (with ``on_model_call`` inside) and ``on_acting``."""
 
-    __slots__ = ("acting", "compress_chain", "compressed", "model_chain", "reasoning_chain",
+    __slots__ = ("_acting", "compress_chain", "compressed", "model_chain", "reasoning_chain",
                  "round", "scope", "structured", "system_msg")
+
+    reasoning_chain: Handler[ReasoningInput] | None
+    model_chain: Handler[ModelCallInput] | None
 
     def __init__(self, scope: CallScope, structured_model: type[BaseModel] | None = None) -> None:
         self.scope = scope
         self.structured = None if structured_model is None else \
             StructuredOutput(structured_model, scope.config.model)
         plan = scope.config.plan
+        # None where no layer wraps the core (the core is called directly: no bound
+        # method kept per call).
         self.reasoning_chain = plan.wrap(ExtensionPoint.ON_REASONING, scope.agent, scope.ctx,
-                                         self.core_reasoning)
+                                         self.core_reasoning) \
+            if plan.has_layers(ExtensionPoint.ON_REASONING) else None
         self.model_chain = plan.wrap(ExtensionPoint.ON_MODEL_CALL, scope.agent, scope.ctx,
-                                     self.core_model_call)
+                                     self.core_model_call) \
+            if plan.has_layers(ExtensionPoint.ON_MODEL_CALL) else None
         point = ExtensionPoint.ON_COMPRESS_CONTEXT
         # No step at all unless a middleware hooks it (a Java port's rounds are as before).
         self.compress_chain = plan.wrap(point, scope.agent, scope.ctx, self.core_compress) \
             if plan.has_layers(point) else None
         self.compressed = False
-        self.acting = Acting(scope)
+        self._acting: Acting | None = None  # made by the first round that calls a tool
         self.round: Round | None = None
         self.system_msg: Msg | None = None
+
+    @property
+    def acting(self) -> Acting:
+        acting = self._acting
+        if acting is None:
+            acting = self._acting = Acting(self.scope)
+        return acting
 
     def _model_messages(self, state: AgentState) -> tuple[Msg, ...]:
         if self.system_msg is not None:
@@ -96,7 +123,6 @@ class ReActLoop:
         """The whole loop; returns the reply's final message (stored in the context)."""
         scope = self.scope
         config = scope.config
-        acting = self.acting
         resume = inp.resume
         for i, m in enumerate(input_messages):  # bad text never enters the context
             check_value(m, f"input message #{i}")
@@ -104,7 +130,7 @@ class ReActLoop:
             check_value(resume, type(resume).__name__)
             check_resume(state, resume, state.session_id)  # raises before anything changes
         elif state.pending is not None:
-            acting.abandon_pending(state)
+            self.acting.abandon_pending(state)
         state.context.extend(input_messages)
         if scope.interrupted:
             return scope.close_interrupted(state)
@@ -122,7 +148,7 @@ class ReActLoop:
             options = structured.options(options)
         tools = tuple(scope.toolkit.schemas())
         if resume is not None:
-            ended = await self._after_acting(state, await acting.resume(state, resume))
+            ended = await self._after_acting(state, await self.acting.resume(state, resume))
             if ended is not None:
                 return ended
             if structured is not None and structured.result is not None:
@@ -142,10 +168,18 @@ class ReActLoop:
             rin = ReasoningInput(self._model_messages(state), tools, options, iteration)
             rnd = Round()
             scope.continue_request = None  # heard per round (one from compression too)
+            # One reasoning step through the on_reasoning chain (inline: no coroutine
+            # per round).
+            self.round = rnd
+            chain = self.reasoning_chain
             try:
-                msg = await self.reason(rin, rnd)
+                await scope.run_step(chain(rin) if chain is not None else _ReasoningCall(self, rin),
+                                     ExtensionPoint.ON_REASONING, rnd)
             except Interrupted:
                 return scope.close_interrupted(state, rnd.partial(config.name))
+            finally:
+                self.round = None
+            msg = rnd.result(config.name)
             if msg is not None and msg.content:
                 if msg.tool_calls:
                     msg.generate_reason = GenerateReason.TOOL_CALLS
@@ -159,8 +193,8 @@ class ReActLoop:
             if msg is not None and msg.tool_calls:
                 if scope.checkpoint is not None:  # the calls are stored before they run
                     await scope.checkpoint()
-                ended = await self._after_acting(state,
-                                                 await acting.dispatch(state, msg.tool_calls))
+                ended = await self._after_acting(
+                    state, await self.acting.dispatch(state, msg.tool_calls))
                 if ended is not None:
                     return ended
                 if structured is not None:
@@ -247,18 +281,6 @@ class ReActLoop:
             await scope.checkpoint()
         return None
 
-    async def reason(self, rin: ReasoningInput, rnd: Round) -> Msg | None:
-        """One reasoning step through the ``on_reasoning`` chain; the round's message."""
-        self.round = rnd
-        try:
-            await self.scope.run_step(self.reasoning_chain(rin), ExtensionPoint.ON_REASONING,
-                                      rnd)
-        finally:
-            self.round = None
-        if rnd.msg is None and rnd.capture is not None and not rnd.capture.empty:
-            return rnd.capture.build(self.scope.config.name)  # on_reasoning short-circuited
-        return rnd.msg
-
     async def summarize(self, state: AgentState) -> Msg:
         """The call after ``max_iters`` rounds: no tools, answer with what you have."""
         scope = self.scope
@@ -285,41 +307,23 @@ class ReActLoop:
         state.context.append(msg)
         return msg
 
+    def close(self) -> None:
+        """At the call's end: drop the chains (they hold this loop's bound cores, a
+        cycle reference counting alone would not free)."""
+        if self.reasoning_chain is not None:
+            self.reasoning_chain = _closed
+        if self.model_chain is not None:
+            self.model_chain = _closed
+        acting = self._acting
+        if acting is not None and acting.chain is not None:
+            acting.chain = _closed
+
     # -- core handlers -------------------------------------------------------------
 
     def core_reasoning(self, rin: ReasoningInput) -> Observable[AgentEvent]:
         """Core of ``on_reasoning``: one model call; the message is rebuilt from what
         leaves the ``on_model_call`` chain."""
-        scope = self.scope
-
-        def subscribe(
-            observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
-        ) -> rxabc.DisposableBase:
-            rnd = self.round
-            acc = MessageAccumulator()
-            if rnd is not None:
-                rnd.capture = None  # the model answers: the capture is not needed
-                rnd.acc = acc
-            feed = acc.feed
-            forward = observer.on_next
-
-            # Items that are not events (an on_model_call middleware's mistake) are
-            # ignored by the accumulator and refused by the reasoning step's check.
-            def on_next(event: AgentEvent) -> None:
-                feed(event)
-                forward(event)
-
-            def on_completed() -> None:
-                if rnd is not None:
-                    rnd.msg = acc.build(scope.config.name) if not acc.empty else None
-                observer.on_completed()
-
-            mci = ModelCallInput(rin.messages, rin.tools, rin.options, scope.config.model)
-            return subscribe_direct(self.model_chain(mci), on_next, observer.on_error,
-                                    on_completed)
-
-        assert scope.affinity is not None
-        return DirectObservable(on_loop(scope.affinity, subscribe))
+        return _ReasoningCall(self, rin)
 
     def core_compress(self, cin: CompressContextInput) -> Observable[AgentEvent]:
         """Core of ``on_compress_context``: store the context it was handed, when a
@@ -348,18 +352,93 @@ class ReActLoop:
     def core_model_call(self, mci: ModelCallInput) -> Observable[AgentEvent]:
         """Core of ``on_model_call``: stream the model, retrying and failing over
         before the first chunk."""
+        return _ModelCall(self.scope, mci)
+
+
+def _closed(inp: Any) -> Observable[AgentEvent]:
+    return reactivex.throw(RuntimeError("the call has ended"))
+
+
+class _ReasoningCall(DirectObservable[AgentEvent]):
+    """One subscription of the reasoning core: the ``on_model_call`` chain, its events
+    fed to the round's accumulator on their way out."""
+
+    def __init__(self, react: ReActLoop, rin: ReasoningInput) -> None:
+        self._subscribe = None
+        self.react = react
+        self.rin = rin
+
+    def direct(
+        self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+    ) -> rxabc.DisposableBase:
+        react = self.react
+        scope = react.scope
+        where = scope.affinity
+        assert where is not None
+        if _thread_id() != where.thread:  # next() called on another thread
+            return on_loop(where, self.direct)(observer, scheduler)
+        rnd = react.round
+        acc = MessageAccumulator()
+        if rnd is not None:
+            rnd.capture = None  # the model answers: the capture is not needed
+            rnd.acc = acc
+        rin = self.rin
+        mci = ModelCallInput(rin.messages, rin.tools, rin.options, scope.config.model)
+        chain = react.model_chain
+        return subscribe_observer(chain(mci) if chain is not None else _ModelCall(scope, mci),
+                                  _Accumulating(acc, rnd, observer, scope.config.name))
+
+
+class _Accumulating:
+    """Feeds what leaves the ``on_model_call`` chain to the round's accumulator.
+
+    Items that are not events (an on_model_call middleware's mistake) are ignored by
+    the accumulator and refused by the reasoning step's check."""
+
+    __slots__ = ("acc", "name", "observer", "rnd")
+
+    def __init__(self, acc: MessageAccumulator, rnd: Round | None,
+                 observer: rxabc.ObserverBase[AgentEvent], name: str) -> None:
+        self.acc = acc
+        self.rnd = rnd
+        self.observer = observer
+        self.name = name
+
+    def on_next(self, event: AgentEvent) -> None:
+        self.acc.feed(event)
+        self.observer.on_next(event)
+
+    def on_error(self, error: Exception) -> None:
+        self.observer.on_error(error)
+
+    def on_completed(self) -> None:
+        rnd, acc = self.rnd, self.acc
+        if rnd is not None:
+            rnd.msg = acc.build(self.name) if not acc.empty else None
+        self.observer.on_completed()
+
+
+class _ModelCall(DirectObservable[AgentEvent]):
+    """One subscription of the model-call core: a :class:`ModelAttempts`."""
+
+    def __init__(self, scope: CallScope, mci: ModelCallInput) -> None:
+        self._subscribe = None
+        self.scope = scope
+        self.mci = mci
+
+    def direct(
+        self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+    ) -> rxabc.DisposableBase:
         scope = self.scope
-
-        def subscribe(
-            observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
-        ) -> rxabc.DisposableBase:
-            reply_id = new_id()
-            observer.on_next(ModelCallStartEvent.make(scope.source, reply_id=reply_id,
-                                                      model_name=mci.model.name))
-            attempt = ModelAttempts(scope.config, scope.source, scope.loop, mci, reply_id,
-                                    observer)
-            attempt.start()
-            return Disposable(attempt.dispose)
-
-        assert scope.affinity is not None
-        return DirectObservable(on_loop(scope.affinity, subscribe))
+        where = scope.affinity
+        assert where is not None
+        if _thread_id() != where.thread:
+            return on_loop(where, self.direct)(observer, scheduler)
+        mci = self.mci
+        reply_id = new_id()
+        observer.on_next(ModelCallStartEvent.make(scope.source, reply_id=reply_id,
+                                                  model_name=mci.model.name))
+        attempt = ModelAttempts(scope.config, scope.source, scope.loop, mci, reply_id,
+                                observer)
+        attempt.start()
+        return attempt

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from reactivex import abc as rxabc
 
-from .._rx import running_loop, subscribe_direct
+from .._rx import running_loop, subscribe_observer
 from ..event import AgentEvent
 from ..middleware.inputs import ModelCallInput
 from ..middleware.types import ModelLike
@@ -25,7 +25,7 @@ __all__ = ["ModelAttempts"]
 logger = logging.getLogger("rx_agent")
 
 
-class ModelAttempts:
+class ModelAttempts(rxabc.DisposableBase):
     """Runs one model call: attempts on the primary, then the fallback model.
 
     A failure before the first chunk is retried (``max_retries`` attempts in all,
@@ -74,6 +74,7 @@ class ModelAttempts:
     def start(self) -> None:
         if self.disposed:
             return
+        self.handle = None  # a fired timer holds this method: no cycle left behind
         self.attempt += 1
         self.converter.seen_chunk = False
         mci = self.mci
@@ -82,21 +83,27 @@ class ModelAttempts:
         except Exception as exc:
             self._failed(exc)
             return
-        self.subscription = subscribe_direct(source, self._on_chunk, self._failed, self._done)
+        # This object is the model stream's observer (no wrapper per attempt).
+        self.subscription = subscribe_observer(source, self)
 
-    def _on_chunk(self, chunk: Any) -> None:
+    def on_next(self, chunk: Any) -> None:
         if not self.disposed:
             self.converter.feed(chunk)
 
-    def _done(self) -> None:
+    def on_completed(self) -> None:
         if self.disposed:
             return
+        self.subscription = None  # the model's subscription refers back to this object
         self.converter.finish()
         self.observer.on_completed()
+
+    def on_error(self, exc: Exception) -> None:
+        self._failed(exc)
 
     def _failed(self, exc: Exception) -> None:
         if self.disposed:
             return
+        self.subscription = None
         if self.converter.seen_chunk:
             self.observer.on_error(exc)
             return
@@ -146,11 +153,14 @@ class ModelAttempts:
             self.handle = loop.call_later(delay, self.start)
 
     def dispose(self) -> None:
+        """Idempotent; stops the attempt in flight and any retry scheduled."""
         self.disposed = True
-        if self.handle is not None:
-            self.handle.cancel()
-        if self.subscription is not None:
-            self.subscription.dispose()
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            handle.cancel()
+        subscription, self.subscription = self.subscription, None
+        if subscription is not None:
+            subscription.dispose()
 
 
 def backoff_delay(attempt: int, initial: float, maximum: float, retry_after: float | None) -> float:

@@ -18,7 +18,7 @@ from reactivex import Observable
 from reactivex import abc as rxabc
 
 from .._record import new_id
-from .._rx import LoopAffinity, subscribe_direct
+from .._rx import LoopAffinity, subscribe_observer
 from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent, RequestContinueEvent, RequestStopEvent
 from ..message import GenerateReason, Msg, Role, ToolResultState
@@ -67,12 +67,96 @@ class Interrupted(Exception):
     """Internal: the current step was cut short by ``agent.interrupt``."""
 
 
-class _Step:
-    __slots__ = ("future", "subscription")
+class _StepSink:
+    """One running step (see :meth:`CallScope.run_step`): the observer of its stream,
+    the future it completes and the stream's subscription.
 
-    def __init__(self, future: asyncio.Future[None]) -> None:
+    A middleware may move the stream to another thread (observe_on a thread pool);
+    signals are brought back to the loop so the call stays single-threaded."""
+
+    __slots__ = ("emit", "future", "loop_thread", "scope", "subscription", "where")
+
+    def __init__(self, scope: CallScope, future: asyncio.Future[None],
+                 where: LoopAffinity) -> None:
+        self.scope = scope
+        self.emit = scope.emit
         self.future = future
+        self.loop_thread = where.thread
+        self.where = where
         self.subscription: rxabc.DisposableBase | None = None
+
+    def late(self, fn: Callable[..., None], *args: Any) -> None:
+        if not self.future.done():
+            fn(*args)
+
+    def on_next(self, event: AgentEvent) -> None:
+        raise NotImplementedError  # pragma: no cover
+
+    def on_error(self, exc: Exception) -> None:
+        if _thread_id() != self.loop_thread:
+            self.where.hop(self.late, self.on_error, exc)
+        elif not self.future.done():
+            self.future.set_exception(exc)
+
+    def on_completed(self) -> None:
+        if _thread_id() != self.loop_thread:
+            self.where.hop(self.late, self.on_completed)
+        elif not self.future.done():
+            self.future.set_result(None)
+
+
+class _CoreSink(_StepSink):
+    __slots__ = ()
+
+    def on_next(self, event: AgentEvent) -> None:
+        if _thread_id() != self.loop_thread:
+            self.where.hop(self.late, self.on_next, event)
+            return
+        self.emit(event)
+
+
+class _ActingSink(_StepSink):
+    __slots__ = ()
+
+    def on_next(self, event: AgentEvent) -> None:
+        if _thread_id() != self.loop_thread:
+            self.where.hop(self.late, self.on_next, event)
+            return
+        if not self.future.done():  # a cut batch's cancelled tools may finish late
+            self.emit(event)
+
+
+class _HookedSink(_StepSink):
+    """A stream that left a middleware: its items are checked, stop and continue
+    requests watched, and (while the round has one) the capture fed."""
+
+    __slots__ = ("acting", "point", "rnd")
+
+    def __init__(self, scope: CallScope, future: asyncio.Future[None], where: LoopAffinity,
+                 point: ExtensionPoint, rnd: Captures | None) -> None:
+        super().__init__(scope, future, where)
+        self.point = point
+        self.acting = point is ExtensionPoint.ON_ACTING
+        self.rnd = rnd
+
+    def on_next(self, event: AgentEvent) -> None:
+        if _thread_id() != self.loop_thread:
+            self.where.hop(self.late, self.on_next, event)
+            return
+        future = self.future
+        if future.done():  # cut short: late events of a cancelled step
+            return
+        if type(event) not in EVENT_TYPES and not is_event(event):
+            future.set_exception(self.scope.not_an_event(self.point, event))
+            return
+        if type(event) in _CONTROL_TYPES:
+            self.scope._control(event, self.acting)
+        rnd = self.rnd
+        if rnd is not None:
+            capture = rnd.capture  # dropped once the model answers
+            if capture is not None:
+                capture.feed(event)
+        self.emit(event)
 
 
 class CallScope:
@@ -125,7 +209,7 @@ class CallScope:
         self.stop_request: RequestStopEvent | None = None
         # The first continue request of the current reasoning round (the loop resets it).
         self.continue_request: RequestContinueEvent | None = None
-        self.step: _Step | None = None
+        self.step: _StepSink | None = None
         # The call's outcome is saved: a cancelled step still unwinding must not
         # append to the context any more.
         self.sealed = False
@@ -178,78 +262,29 @@ class CallScope:
         """
         where = self.affinity
         assert where is not None
-        step = _Step(where.loop.create_future())
-        emit = self.emit
-        future = step.future
-        loop_thread = where.thread
-        hop = where.hop
-
-        # A middleware may move the stream to another thread (observe_on a thread
-        # pool); signals are brought back to the loop so the call stays single-threaded.
-        def late(fn: Callable[..., None], *args: Any) -> None:
-            if not future.done():
-                fn(*args)
-
-        on_next: Callable[[AgentEvent], None]
-        acting = point is ExtensionPoint.ON_ACTING
-        # on_compress_context runs only when a middleware hooks it: always checked.
-        hooked = self.hooked_acting if acting else (
-            self.hooked_reasoning or point is ExtensionPoint.ON_COMPRESS_CONTEXT)
-        if point is not None and hooked:
-
-            def on_next(event: AgentEvent) -> None:
-                if _thread_id() != loop_thread:
-                    hop(late, on_next, event)
-                    return
-                if future.done():  # cut short: late events of a cancelled step
-                    return
-                if type(event) not in EVENT_TYPES and not is_event(event):
-                    future.set_exception(self.not_an_event(point, event))
-                    return
-                if type(event) in _CONTROL_TYPES:
-                    self._control(event, acting)
-                if rnd is not None:
-                    capture = rnd.capture  # dropped once the model answers
-                    if capture is not None:
-                        capture.feed(event)
-                emit(event)
-        elif acting:
-
-            def on_next(event: AgentEvent) -> None:
-                if _thread_id() != loop_thread:
-                    hop(late, on_next, event)
-                    return
-                if not future.done():  # a cut batch's cancelled tools may finish late
-                    emit(event)
-        else:
+        future = where.loop.create_future()
+        sink: _StepSink
+        if point is None:
             # The runtime's own reasoning stream: disposal stops it synchronously.
-
-            def on_next(event: AgentEvent) -> None:
-                if _thread_id() != loop_thread:
-                    hop(late, on_next, event)
-                    return
-                emit(event)
-
-        def on_error(exc: Exception) -> None:
-            if _thread_id() != loop_thread:
-                hop(late, on_error, exc)
-            elif not future.done():
-                future.set_exception(exc)
-
-        def on_completed() -> None:
-            if _thread_id() != loop_thread:
-                hop(late, on_completed)
-            elif not future.done():
-                future.set_result(None)
-
-        self.step = step
+            sink = _CoreSink(self, future, where)
+        elif point is ExtensionPoint.ON_ACTING:
+            sink = (_HookedSink(self, future, where, point, None) if self.hooked_acting
+                    else _ActingSink(self, future, where))
+        elif self.hooked_reasoning or point is ExtensionPoint.ON_COMPRESS_CONTEXT:
+            # on_compress_context runs only when a middleware hooks it: always checked.
+            sink = _HookedSink(self, future, where, point, rnd)
+        else:
+            sink = _CoreSink(self, future, where)
+        self.step = sink
         try:
-            step.subscription = subscribe_direct(source, on_next, on_error, on_completed)
+            sink.subscription = subscribe_observer(source, sink)
+            del source  # held by its subscription, if at all: not by this frame
             await future
         finally:
             self.step = None
-            if step.subscription is not None:
-                step.subscription.dispose()
+            subscription, sink.subscription = sink.subscription, None
+            if subscription is not None:
+                subscription.dispose()
 
     def _control(self, event: AgentEvent, acting: bool) -> None:
         """Record a stop or continue request (the first of each kind wins)."""

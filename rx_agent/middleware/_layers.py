@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 import reactivex
 from reactivex import Observable
 
-from .._rx import DirectObservable
+from .._rx import DIRECT_TYPES, LeanObservable
 from ..context import RuntimeContext
 from ..event import AgentEvent
 from ._forms import awaiting
@@ -82,7 +82,10 @@ class Layer(Generic[InputT]):
             return reactivex.throw(exc)
         # Exact-type checks first: isinstance against RxPY's ABC is the slow path.
         kind = type(out)
-        if kind is DirectObservable or kind is Observable:
+        if kind is Observable:
+            # An operator chain: the next layer out subscribes it the lean way.
+            return LeanObservable(out)
+        if kind in DIRECT_TYPES or kind is LeanObservable:
             return out
         if not isinstance(out, Observable):
             if inspect.iscoroutine(out):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from reactivex import Observable
@@ -114,35 +115,33 @@ class ScriptedModel(ChatModel):
 
     def _chunks(
         self, messages: Sequence[Msg], items: list[Any]
-    ) -> list[ModelChunk | BaseException]:
-        out: list[ModelChunk | BaseException] = []
+    ) -> Iterator[ModelChunk | BaseException]:
+        """The chunks of one response, made as they are played (a call in flight holds
+        one pending chunk, not the whole reply)."""
         produced = 0
         tool_index = 0
         for item in items:
             if isinstance(item, str):
-                out.append(TextChunk(item))
                 produced += len(item)
+                yield TextChunk(item)
             elif isinstance(item, TextBlock):
-                out.append(TextChunk(item.text))
                 produced += len(item.text)
+                yield TextChunk(item.text)
             elif isinstance(item, ThinkingBlock):
-                out.append(ThinkingChunk(item.thinking))
                 produced += len(item.thinking)
+                yield ThinkingChunk(item.thinking)
             elif isinstance(item, ToolUseBlock):
                 args = json.dumps(item.input)
-                out.append(ToolCallChunk(tool_index, item.id, item.name, args, done=True))
-                tool_index += 1
                 produced += len(args) + len(item.name)
+                yield ToolCallChunk(tool_index, item.id, item.name, args, done=True)
+                tool_index += 1
             else:
-                out.append(item)  # an exception: the stream fails here
-                return out
+                yield item  # an exception: the stream fails here
+                return
         prompt = sum(len(m.text) + len(m.thinking) for m in messages)
-        out.append(
-            UsageChunk(ChatUsage(input_tokens=_estimate_tokens(prompt),
-                                  output_tokens=_estimate_tokens(produced)))
-        )
-        out.append(FinishChunk("tool_calls" if tool_index else "stop"))
-        return out
+        yield UsageChunk(ChatUsage(input_tokens=_estimate_tokens(prompt),
+                                   output_tokens=_estimate_tokens(produced)))
+        yield FinishChunk("tool_calls" if tool_index else "stop")
 
     def stream(
         self,
@@ -160,8 +159,8 @@ class ScriptedModel(ChatModel):
             if isinstance(entry, BaseException):
                 observer.on_error(_as_exception(entry))
                 return Disposable()
-            chunks = self._chunks(messages, entry)
             if self.delay == 0:
+                chunks = list(self._chunks(messages, entry))
                 loop = running_loop()
                 if loop is None:
                     return _emit_now(observer, chunks)
@@ -171,7 +170,7 @@ class ScriptedModel(ChatModel):
                 holder = SingleAssignmentDisposable()
                 loop.call_soon(_emit_now, observer, chunks, holder)
                 return holder
-            return _emit_later(observer, chunks, self.delay)
+            return _emit_later(observer, self._chunks(messages, entry), self.delay)
 
         return DirectObservable(subscribe)
 
@@ -202,7 +201,7 @@ def _emit_now(
 
 def _emit_later(
     observer: rxabc.ObserverBase[ModelChunk],
-    chunks: list[ModelChunk | BaseException],
+    chunks: Iterator[ModelChunk | BaseException],
     delay: float,
 ) -> rxabc.DisposableBase:
     # A chain of loop timers (no task, no future per chunk): thousands of concurrent
@@ -213,37 +212,52 @@ def _emit_later(
             lambda obs, _: _emit_later(obs, chunks, delay), observer, None
         )
         return disposable
-    handle: list[asyncio.TimerHandle | None] = [None]
-    index = 0
-    disposed = False
+    return _Timed(loop, observer, chunks, delay)
 
-    def step() -> None:
-        nonlocal index
-        chunk = chunks[index]
-        index += 1
+
+_END: Any = object()
+
+
+class _Timed(rxabc.DisposableBase):
+    """Chunks played back on loop timers; the subscription's disposable.
+
+    The pending timer holds this object (its ``step``) and this object the timer:
+    the one cycle, broken when the last timer fired or on dispose."""
+
+    __slots__ = ("chunks", "context", "delay", "disposed", "handle", "loop", "observer",
+                 "pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, observer: rxabc.ObserverBase[ModelChunk],
+                 chunks: Iterator[ModelChunk | BaseException], delay: float) -> None:
+        self.loop = loop
+        self.observer = observer
+        self.chunks = chunks
+        self.pending = next(chunks, _END)  # a response always has a chunk
+        self.delay = delay
+        self.disposed = False
+        # One context for every timer (each call_later would copy the current one).
+        self.context = contextvars.copy_context()
+        self.handle: asyncio.TimerHandle | None = loop.call_later(delay, self.step,
+                                                                  context=self.context)
+
+    def step(self) -> None:
+        chunk = self.pending
+        self.pending = following = next(self.chunks, _END)
+        observer = self.observer
         if isinstance(chunk, BaseException):
-            handle[0] = None
+            self.handle = None
             observer.on_error(_as_exception(chunk))
             return
-        more = index < len(chunks)
+        more = following is not _END
         # Schedule before on_next, which may dispose (and so cancel the timer).
-        handle[0] = loop.call_later(delay, step) if more else None
+        self.handle = (self.loop.call_later(self.delay, self.step, context=self.context)
+                       if more else None)
         observer.on_next(chunk)
-        if not more and not disposed:
+        if not more and not self.disposed:
             observer.on_completed()
 
-    if not chunks:
-        observer.on_completed()
-        return Disposable()
-    handle[0] = loop.call_later(delay, step)
-
-    def dispose() -> None:
-        nonlocal disposed
-        disposed = True
-        timer = handle[0]
+    def dispose(self) -> None:
+        self.disposed = True
+        timer, self.handle = self.handle, None
         if timer is not None:
             timer.cancel()
-            handle[0] = None
-
-    return Disposable(dispose)
-

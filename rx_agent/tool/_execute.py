@@ -23,7 +23,8 @@ from ..event import (
 )
 from ..message import DataBlock, TextBlock, ToolResultBlock, ToolResultState, ToolUseBlock
 from ._call import CallOwner, ToolCallHandle, bind, unbind
-from .toolkit import Tool, ToolArgumentError, Toolkit, is_stream, resolve, tool_output_text
+from ._values import tool_output_text
+from .toolkit import Tool, ToolArgumentError, Toolkit, is_stream, resolve
 
 __all__ = ["Emit", "execute", "tool_error_text"]
 

@@ -23,7 +23,8 @@ from ..event import ToolResultTextDeltaEvent
 from ..message import ContentBlock, ToolResultBlock, ToolResultState
 from ..permissions import Permission, PermissionLike, PermissionRule
 from ._call import ToolCallHandle, current_tool_call
-from .toolkit import _NAME_RE, _PERMISSIONS, Tool, ToolArgumentError, _check_timeout
+from ._values import check_timeout as _check_timeout
+from .toolkit import _NAME_RE, _PERMISSIONS, Tool, ToolArgumentError
 
 if TYPE_CHECKING:
     from ._mcp_connection import Connection, Opener, types

@@ -11,19 +11,20 @@ import asyncio
 import contextvars
 import functools
 import inspect
-import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import Any, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from ..context import RuntimeContext
 from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
 from ._schema import has_alias, reserved, split_docstring, strip_titles, type_name
+from ._threads import tool_threads
+from ._values import check_timeout as _check_timeout
 
 __all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
 
@@ -213,8 +214,8 @@ class Tool:
         """Start the tool: an awaitable of its result, or an async iterator of chunks.
 
         Must be called on the event loop. Synchronous functions run on ``executor``
-        (the loop's default pool when ``None``) with the caller's contextvars, so the
-        loop never blocks.
+        (the runtime's tool threads when ``None``) with the caller's contextvars, so
+        the loop never blocks.
         """
         call_kwargs = dict(kwargs)
         for pname in self.context_params:
@@ -227,6 +228,9 @@ class Tool:
             return self.fn(*args, **call_kwargs)
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
+        if executor is None:
+            # The runtime's warm tool threads: one queue hop, one future of the loop.
+            return tool_threads().run(loop, context, self._run_sync, args, call_kwargs)
         runner = functools.partial(context.run, self._run_sync, args, call_kwargs)
         return loop.run_in_executor(executor, runner)
 
@@ -473,27 +477,3 @@ def _tool_methods(obj: object) -> list[Tool]:
         if isinstance(inspect.getattr_static(type(obj), attr, None), Tool):
             found.append(getattr(obj, attr))
     return found
-
-
-def _check_timeout(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"a tool timeout is a number of seconds or None, got {value!r}")
-    if not 0 < value < float("inf"):
-        raise ValueError(f"a tool timeout must be finite and > 0 seconds, got {value!r}")
-    return float(value)
-
-
-def tool_output_text(value: Any) -> str:
-    """A tool's return value as text for the model."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, BaseModel):
-        return value.model_dump_json()
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)

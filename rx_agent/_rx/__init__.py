@@ -16,20 +16,40 @@ from typing import Any, TypeVar
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
+from ._direct import (
+    DIRECT_TYPES,
+    DirectObservable,
+    LeanObservable,
+    LeanSink,
+    Subscribe,
+    lean_subscribe,
+    refuse_blocking_run,
+    running_loop,
+    subscribe_direct,
+    subscribe_observer,
+    trampoline_idle,
+)
+
 __all__ = [
+    "DIRECT_TYPES",
     "DirectObservable",
+    "LeanObservable",
+    "LeanSink",
     "LoopAffinity",
     "affinity",
     "aiter_observable",
     "await_observable",
     "cancelling",
     "from_coroutine",
+    "lean_subscribe",
     "on_loop",
     "on_some_loop",
     "refuse_blocking_run",
     "running_loop",
     "runtime_loop",
     "subscribe_direct",
+    "subscribe_observer",
+    "trampoline_idle",
 ]
 
 T = TypeVar("T")
@@ -94,14 +114,6 @@ def affinity(loop: asyncio.AbstractEventLoop | None = None) -> LoopAffinity:
     return found
 
 
-def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The loop running in this thread, if any."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
 def runtime_loop() -> asyncio.AbstractEventLoop:
     """The runtime's own event loop, started once in a daemon thread.
 
@@ -124,9 +136,6 @@ def runtime_loop() -> asyncio.AbstractEventLoop:
             ready.wait()
             _loop = loop
         return _loop
-
-
-Subscribe = Callable[[abc.ObserverBase[T], abc.SchedulerBase | None], abc.DisposableBase]
 
 
 def on_loop(
@@ -162,58 +171,6 @@ def on_some_loop(
 ) -> abc.DisposableBase:
     """Subscribe on the running loop, or on the runtime's loop when this thread has none."""
     return on_loop(running_loop() or runtime_loop(), subscribe)(observer, scheduler)
-
-
-def from_coroutine(
-    body: Callable[[abc.ObserverBase[T]], Coroutine[Any, Any, None]],
-    loop: asyncio.AbstractEventLoop | None = None,
-) -> Observable[T]:
-    """A cold Observable that runs ``body(observer)`` as a task per subscription.
-
-    The task runs on ``loop`` (default: the subscriber's running loop). The
-    Observable completes when ``body`` returns and errors when it raises; disposing
-    the subscription cancels the task.
-    """
-
-    def subscribe(
-        observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
-    ) -> abc.DisposableBase:
-        done = False
-
-        async def run() -> None:
-            nonlocal done
-            try:
-                await body(observer)
-            except asyncio.CancelledError as exc:
-                done = True
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise
-                # Raised by the body itself, not a cancellation of this task: left to
-                # propagate it would end the task silently and the stream would hang.
-                observer.on_error(RuntimeError(f"the step failed with {exc!r}"))
-                return
-            except Exception as exc:
-                done = True
-                observer.on_error(exc)
-                return
-            except BaseException as exc:
-                # SystemExit / KeyboardInterrupt must not stop the shared loop.
-                done = True
-                observer.on_error(RuntimeError(f"the step failed with {exc!r}"))
-                return
-            done = True
-            observer.on_completed()
-
-        task = asyncio.get_running_loop().create_task(run())
-
-        def cancel() -> None:
-            if not done:
-                task.cancel()
-
-        return Disposable(cancel)
-
-    return DirectObservable(subscribe if loop is None else on_loop(loop, subscribe))
 
 
 async def await_observable(source: Observable[T], default: Any = None) -> Any:
@@ -296,83 +253,6 @@ def aiter_observable(source: Observable[T]) -> AsyncIterator[T]:
     return gen()
 
 
-def _blocking_scheduler() -> Any:
-    try:
-        from reactivex import run as run_module
-
-        return getattr(run_module, "_default_scheduler", None)
-    except ImportError:  # pragma: no cover - a reactivex without run()
-        return None
-
-
-# ``Observable.run()`` subscribes with this module-level scheduler and then blocks its
-# thread; seeing it on a loop's thread means the loop is about to deadlock.
-_RUN_SCHEDULER = _blocking_scheduler()
-
-_BLOCKING_MESSAGE = (
-    "Observable.run() would block the running event loop (the call could never "
-    "finish); inside async code use `await agent.acall(...)`, `await observable` or "
-    "`async for event in agent.astream(...)`"
-)
-
-
-def refuse_blocking_run(scheduler: Any) -> None:
-    """Raise when a blocking ``run()`` subscribes on a thread that runs a loop."""
-    if scheduler is not None and scheduler is _RUN_SCHEDULER and running_loop() is not None:
-        raise RuntimeError(_BLOCKING_MESSAGE)
-
-
-class DirectObservable(Observable[T]):
-    """An Observable the runtime itself produces and consumes.
-
-    Subscribed through :func:`subscribe_direct` (by the runtime) it skips RxPY's
-    per-subscription wrappers (auto-detach observer, trampoline), which cost one extra
-    Python call per event per hop; the runtime's producers guarantee the Rx grammar
-    themselves. Subscribed any other way (a middleware's operators) it is an ordinary
-    Observable.
-    """
-
-    def __init__(
-        self,
-        subscribe: Callable[[abc.ObserverBase[T], abc.SchedulerBase | None], abc.DisposableBase],
-    ) -> None:
-        super().__init__(subscribe)
-        self.direct = subscribe
-
-    def run(self, scheduler: abc.SchedulerBase | None = None) -> T:
-        if running_loop() is not None:
-            raise RuntimeError(_BLOCKING_MESSAGE)
-        return super().run(scheduler)
-
-
-class _Sink:
-    __slots__ = ("on_completed", "on_error", "on_next")
-
-    def __init__(self, on_next: Any, on_error: Any, on_completed: Any) -> None:
-        self.on_next = on_next
-        self.on_error = on_error
-        self.on_completed = on_completed
-
-
-_NOTHING = Disposable()
-
-
-def subscribe_direct(
-    source: Observable[T],
-    on_next: Callable[[T], None],
-    on_error: Callable[[Exception], None],
-    on_completed: Callable[[], None],
-) -> abc.DisposableBase:
-    """Subscribe with the fewest layers the source allows (see DirectObservable)."""
-    if type(source) is DirectObservable:
-        try:
-            return source.direct(_Sink(on_next, on_error, on_completed), None) or _NOTHING  # type: ignore[arg-type]
-        except Exception as exc:
-            on_error(exc)
-            return _NOTHING
-    return source.subscribe(on_next, on_error, on_completed)
-
-
 def cancelling(handle: asyncio.Future[Any] | Any) -> Disposable:
     """A Disposable that cancels a task, future or timer handle."""
 
@@ -380,3 +260,85 @@ def cancelling(handle: asyncio.Future[Any] | Any) -> Disposable:
         handle.cancel()
 
     return Disposable(cancel)
+
+
+def from_coroutine(
+    body: Callable[[abc.ObserverBase[T]], Coroutine[Any, Any, None]],
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> Observable[T]:
+    """A cold Observable that runs ``body(observer)`` as a task per subscription.
+
+    The task runs on ``loop`` (default: the subscriber's running loop). The
+    Observable completes when ``body`` returns and errors when it raises; disposing
+    the subscription cancels the task.
+    """
+    return _FromCoroutine(body, None if loop is None else affinity(loop))
+
+
+class _FromCoroutine(DirectObservable[T]):
+    def __init__(
+        self,
+        body: Callable[[abc.ObserverBase[T]], Coroutine[Any, Any, None]],
+        where: LoopAffinity | None,
+    ) -> None:
+        self._subscribe = None
+        self.body = body
+        self.where = where
+
+    def direct(
+        self, observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        where = self.where
+        if where is not None and _thread_id() != where.thread:
+            return on_loop(where, self.direct)(observer, scheduler)
+        handle = _TaskHandle()
+        handle.task = asyncio.get_running_loop().create_task(
+            _run_body(self.body, observer, handle))
+        return handle
+
+
+class _TaskHandle(abc.DisposableBase):
+    """Disposes a :func:`from_coroutine` subscription: cancels its task unless the
+    body has finished (its terminal signal may be what disposes)."""
+
+    __slots__ = ("done", "task")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.task: asyncio.Task[None] | None = None
+
+    def dispose(self) -> None:
+        task = self.task
+        if not self.done and task is not None:
+            self.done = True
+            task.cancel()
+
+
+async def _run_body(
+    body: Callable[[abc.ObserverBase[T]], Coroutine[Any, Any, None]],
+    observer: abc.ObserverBase[T],
+    handle: _TaskHandle,
+) -> None:
+    try:
+        await body(observer)
+    except asyncio.CancelledError as exc:
+        handle.done = True
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        # Raised by the body itself, not a cancellation of this task: left to
+        # propagate it would end the task silently and the stream would hang.
+        observer.on_error(RuntimeError(f"the step failed with {exc!r}"))
+        return
+    except Exception as exc:
+        handle.done = True
+        observer.on_error(exc)
+        return
+    except BaseException as exc:
+        # SystemExit / KeyboardInterrupt must not stop the shared loop.
+        handle.done = True
+        observer.on_error(RuntimeError(f"the step failed with {exc!r}"))
+        return
+    handle.done = True
+    handle.task = None  # the task refers to this handle: no cycle left behind
+    observer.on_completed()
