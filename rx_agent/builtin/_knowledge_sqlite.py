@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..session._sqlite_file import SqliteFile, check_path
 from ._knowledge import (
     Document,
     Passage,
@@ -30,7 +31,6 @@ from ._knowledge import (
     documents_of,
     query_terms,
 )
-from ._sqlite_file import SqliteFile, check_path
 
 __all__ = ["SqliteKnowledge"]
 

@@ -21,9 +21,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..session._sqlite_file import SqliteFile, check_path
 from ._knowledge import check_top_k, query_terms
 from ._memory import MemoryFact, check_fact, check_user, normalize_fact
-from ._sqlite_file import SqliteFile, check_path
 
 __all__ = ["SqliteLongTermMemory"]
 

@@ -41,13 +41,13 @@ from ..middleware import (
     MiddlewareBase,
     ReasoningInput,
 )
-from ..middleware._forms import awaiting
 from ..model.base import TextChunk
 from ..options import GenerateOptions
 from ..tool import Tool
 from ._knowledge import check_top_k
 from ._memory import LongTermMemory, MemoryFact
 from ._memory_sqlite import SqliteLongTermMemory
+from ._per_reply import inject_per_reply
 from .rag import latest_user_text
 
 __all__ = [
@@ -194,21 +194,8 @@ class LongTermMemoryMiddleware(MiddlewareBase):
         if not user:
             return next(input)
         query = latest_user_text(ctx.agent_state, input.messages)
-        cached = ctx.get(self._key)
-        if isinstance(cached, tuple) and cached[0] == query:
-            return next(self._with_facts(input, cached[1]))
-
-        async def fetch() -> Observable[AgentEvent]:
-            facts = await self.relevant(user, query)
-            ctx.put(self._key, (query, facts))
-            return next(self._with_facts(input, facts))
-
-        return awaiting(fetch, type(self).__name__, ExtensionPoint.ON_REASONING)
-
-    def _with_facts(self, input: ReasoningInput, facts: list[MemoryFact]) -> ReasoningInput:
-        if not facts:
-            return input
-        return input.with_(messages=(*input.messages, self.memory_message(facts)))
+        return inject_per_reply(ctx, self._key, query, lambda: self.relevant(user, query),
+                                self.memory_message, input, next, type(self).__name__)
 
     def memory_message(self, facts: Sequence[MemoryFact]) -> Msg:
         """The model-input message for ``facts`` (override to change the wording)."""

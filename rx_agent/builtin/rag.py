@@ -26,7 +26,6 @@ from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent
 from ..message import Msg, Role, TextBlock
 from ..middleware import Agent, ExtensionPoint, Handler, MiddlewareBase, ReasoningInput
-from ..middleware._forms import awaiting
 from ..tool import Tool
 from ._knowledge import (
     Document,
@@ -38,6 +37,7 @@ from ._knowledge import (
 )
 from ._knowledge_sqlite import SqliteKnowledge
 from ._knowledge_vector import VectorKnowledge
+from ._per_reply import inject_per_reply
 
 __all__ = [
     "RAG_METADATA_KEY",
@@ -184,21 +184,8 @@ class RAGMiddleware(MiddlewareBase):
         query = latest_user_text(ctx.agent_state, input.messages)
         if not query:
             return next(input)
-        cached = ctx.get(self._key)
-        if isinstance(cached, tuple) and cached[0] == query:
-            return next(self._with_passages(input, cached[1]))
-
-        async def fetch() -> Observable[AgentEvent]:
-            passages = await self.retrieve(query, ctx)
-            ctx.put(self._key, (query, passages))
-            return next(self._with_passages(input, passages))
-
-        return awaiting(fetch, type(self).__name__, ExtensionPoint.ON_REASONING)
-
-    def _with_passages(self, input: ReasoningInput, passages: list[Passage]) -> ReasoningInput:
-        if not passages:
-            return input
-        return input.with_(messages=(*input.messages, self.knowledge_message(passages)))
+        return inject_per_reply(ctx, self._key, query, lambda: self.retrieve(query, ctx),
+                                self.knowledge_message, input, next, type(self).__name__)
 
     def knowledge_message(self, passages: Sequence[Passage]) -> Msg:
         """The model-input message for ``passages`` (override to change the wording)."""

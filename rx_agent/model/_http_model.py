@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol, Self
@@ -110,6 +111,28 @@ class HTTPChatModel(AsyncChatModel):
         options: GenerateOptions | None = None,
     ) -> dict[str, Any]:
         """The JSON body this model would send for one call (public for debugging)."""
+
+    @staticmethod
+    def _resolve_base_url(given: str | None, env: str, default: str) -> str:
+        """``given``, else ``$env``, else ``default``, checked and without a trailing ``/``."""
+        resolved = given or os.environ.get(env) or default
+        if not resolved.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {resolved!r}")
+        return resolved.rstrip("/")
+
+    @staticmethod
+    def _lay_options(body: dict[str, Any], opts: GenerateOptions, stop_key: str = "stop") -> None:
+        """Lay the sampling options a call sets over ``body``, then its ``extra`` keys
+        (the fields every provider names alike; ``stop_key`` is the stop field's name)."""
+        if opts.temperature is not None:
+            body["temperature"] = opts.temperature
+        if opts.top_p is not None:
+            body["top_p"] = opts.top_p
+        if opts.max_tokens is not None:
+            body["max_tokens"] = opts.max_tokens
+        if opts.stop is not None:
+            body[stop_key] = list(opts.stop)
+        body.update(opts.extra)
 
     @abc.abstractmethod
     def _stream_parser(self) -> StreamParser:

@@ -70,13 +70,10 @@ class AnthropicChatModel(HTTPChatModel):
     ) -> None:
         if not model:
             raise ValueError("AnthropicChatModel needs a model name")
-        resolved = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        if not resolved.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {resolved!r}")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
         self.name = model
-        self.base_url = resolved.rstrip("/")
+        self.base_url = self._resolve_base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
         self.api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         self.max_tokens = max_tokens
         http_headers = {"anthropic-version": anthropic_version, **(headers or {})}
@@ -105,15 +102,7 @@ class AnthropicChatModel(HTTPChatModel):
         """The JSON body this model would send for one call (public for debugging)."""
         opts = options or GenerateOptions()
         body: dict[str, Any] = {"max_tokens": self.max_tokens, **self.generation_options}
-        if opts.temperature is not None:
-            body["temperature"] = opts.temperature
-        if opts.top_p is not None:
-            body["top_p"] = opts.top_p
-        if opts.max_tokens is not None:
-            body["max_tokens"] = opts.max_tokens
-        if opts.stop is not None:
-            body["stop_sequences"] = list(opts.stop)
-        body.update(opts.extra)
+        self._lay_options(body, opts, stop_key="stop_sequences")
         wire_tools = to_anthropic_tools(tools)
         if wire_tools:
             body["tools"] = wire_tools

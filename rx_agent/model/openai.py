@@ -88,11 +88,8 @@ class OpenAIChatModel(HTTPChatModel):
             raise ValueError(f'structured_output must be "tool" or "json_schema", got '
                              f"{structured_output!r}")
         self.supports_response_schema = structured_output == "json_schema"
-        resolved = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        if not resolved.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {resolved!r}")
         self.name = model
-        self.base_url = resolved.rstrip("/")
+        self.base_url = self._resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_BASE_URL)
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         http_headers = dict(headers or {})
         if self.api_key:
@@ -122,15 +119,7 @@ class OpenAIChatModel(HTTPChatModel):
         """The JSON body this model would send for one call (public for debugging)."""
         opts = options or GenerateOptions()
         body: dict[str, Any] = dict(self.generation_options)
-        if opts.temperature is not None:
-            body["temperature"] = opts.temperature
-        if opts.top_p is not None:
-            body["top_p"] = opts.top_p
-        if opts.max_tokens is not None:
-            body["max_tokens"] = opts.max_tokens
-        if opts.stop is not None:
-            body["stop"] = list(opts.stop)
-        body.update(opts.extra)
+        self._lay_options(body, opts)
         schema = opts.response_schema
         if schema is not None and self.supports_response_schema:
             body["response_format"] = {"type": "json_schema", "json_schema": {

@@ -32,13 +32,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from ..context import AgentState
 from ._base import ConcurrentSessionModificationError as _Conflict
@@ -55,6 +50,7 @@ from ._delta import (
 )
 from ._lease import WAITER_TTL, LeaseAttempt, await_lease, wait_for_lease
 from ._schema import corrupt, decode_stored, encode_head
+from ._sqlite_file import SqliteFile, check_path
 
 __all__ = ["SqliteSessionStore"]
 
@@ -100,101 +96,29 @@ class SqliteSessionStore:
         threads: int = 4,
         cache_size: int = 256,
     ) -> None:
-        raw = os.fspath(path)
-        if not isinstance(raw, str) or not raw or raw == ":memory:" or raw.startswith("file:"):
-            raise ValueError(
-                f"SqliteSessionStore needs a file path, got {raw!r} (an in-memory SQLite "
-                "database is private to one connection: use InMemorySessionStore)"
-            )
-        if synchronous not in ("NORMAL", "FULL"):
-            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads must be an int >= 1, got {threads!r}")
-        if not timeout >= 0:
-            raise ValueError(f"timeout must be >= 0 seconds, got {timeout!r}")
-        self.path = Path(raw).expanduser().absolute()
-        self._timeout = float(timeout)
-        self._synchronous = synchronous
-        self._threads = threads
+        self.path = check_path(path, "SqliteSessionStore", "use InMemorySessionStore")
         self._cache = SnapshotCache(cache_size)
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-        self._local = threading.local()
-        self._conns: list[sqlite3.Connection] = []
-        self._pool: ThreadPoolExecutor | None = None
-        self._ready = False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn()  # fail here, not at the first call, on a bad file
+        # Connections per thread, worker threads, WAL, the schema (session/_sqlite_file.py);
+        # opening the first connection fails here, not at the first call, on a bad file.
+        self._db = SqliteFile(self.path, owner=repr(self), schema=_SCHEMA, threads=threads,
+                              timeout=timeout, synchronous=synchronous, require_wal=True,
+                              check=self._check_layout, on_fork=self._cache.clear,
+                              what="session database")
+        self._conn = self._db.conn
+        self._txn = self._db.txn
+        self._off = self._db.run
 
     def __repr__(self) -> str:
         return f"SqliteSessionStore({str(self.path)!r})"
 
     # -- connections ------------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._pid != os.getpid():  # forked: the parent's connections are not ours
-            with self._lock:
-                self._pid, self._local, self._conns, self._pool = (
-                    os.getpid(), threading.local(), [], None)
-            self._cache.clear()
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._open()
-            self._local.conn = conn
-            with self._lock:
-                self._conns.append(conn)
-        return conn
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
-                                   check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise ValueError(f"{self!r}: cannot open the session database: {exc}") from exc
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise ValueError(f"{self!r}: SQLite refused WAL mode (journal_mode={mode})")
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-            if not self._ready:
-                self._create(conn)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise ValueError(f"{self!r} is not a usable session database: {exc}") from exc
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _create(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT OR IGNORE INTO rx_meta VALUES ('layout', ?)", (LAYOUT,))
-            layout = conn.execute("SELECT value FROM rx_meta WHERE name = 'layout'").fetchone()[0]
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    def _check_layout(self, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT OR IGNORE INTO rx_meta VALUES ('layout', ?)", (LAYOUT,))
+        layout = conn.execute("SELECT value FROM rx_meta WHERE name = 'layout'").fetchone()[0]
         if layout != LAYOUT:
-            raise ValueError(f"{self!r} has table layout {layout!r}; this rx_agent reads layout "
-                             f"{LAYOUT!r} (written by a newer rx_agent?)")
-        self._ready = True
-
-    @contextmanager
-    def _txn(self, immediate: bool = True) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            raise ValueError(f"{self!r} has table layout {layout!r}; this rx_agent reads "
+                             f"layout {LAYOUT!r} (written by a newer rx_agent?)")
 
     def close(self) -> None:
         """Close every connection and stop the worker threads.
@@ -202,14 +126,7 @@ class SqliteSessionStore:
         Idempotent; a later call opens what it needs again. Call it when no other
         thread is using the store.
         """
-        with self._lock:
-            conns, self._conns = self._conns, []
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._db.close()
 
     def __enter__(self) -> SqliteSessionStore:
         return self
@@ -389,13 +306,6 @@ class SqliteSessionStore:
         return bool(row[0] > time.time())
 
     # -- coroutines -------------------------------------------------------------------
-
-    async def _off(self, fn: Callable[..., T], *args: Any) -> T:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="rx-sqlite")
-            pool = self._pool
-        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def aload(self, key: SessionKey) -> AgentState | None:
         return (await self._off(self.load_versioned, key))[0]

@@ -1,10 +1,10 @@
 """One SQLite file used from the event loop: a connection per thread, work on a pool.
 
-Shared by :class:`~rx_agent.SqliteKnowledge` and :class:`~rx_agent.SqliteLongTermMemory`
-(the session store has its own, richer copy of the same scheme). Statements run on
-the file's worker threads (``await db.run(fn, ...)``), so the loop never waits on the
-disk; each thread keeps its own connection (WAL mode: readers and a writer work at
-once, and several processes may share the file).
+The scheme of :class:`~rx_agent.SqliteSessionStore`, :class:`~rx_agent.SqliteKnowledge`
+and :class:`~rx_agent.SqliteLongTermMemory`. Statements run on the file's worker
+threads (``await db.run(fn, ...)``), so the loop never waits on the disk; each thread
+keeps its own connection (WAL mode: readers and a writer work at once, and several
+processes may share the file); a forked child opens its own.
 """
 
 from __future__ import annotations
@@ -24,13 +24,16 @@ __all__ = ["SqliteFile", "check_path"]
 T = TypeVar("T")
 
 
-def check_path(path: str | os.PathLike[str], owner: str) -> Path:
-    """``path`` as an absolute file path, or a ``ValueError`` naming ``owner``."""
+def check_path(path: str | os.PathLike[str], owner: str, instead: str = "") -> Path:
+    """``path`` as an absolute file path (its folder made), or a ``ValueError`` naming
+    ``owner`` (and ``instead``, what to use for a database in memory)."""
     raw = os.fspath(path)
     if not isinstance(raw, str) or not raw or raw == ":memory:" or raw.startswith("file:"):
+        alternative = f": {instead}" if instead else ""
         raise ValueError(
             f"{owner} needs a file path, got {raw!r} (an in-memory SQLite database is "
-            "private to one connection, and this store uses one connection per thread)"
+            f"private to one connection, and this store uses one connection per "
+            f"thread{alternative})"
         )
     return Path(raw).expanduser().absolute()
 
@@ -39,18 +42,30 @@ class SqliteFile:
     """The connections and worker threads of one database file.
 
     ``schema`` (statements separated by ``;``) is run once, in one transaction, by the
-    first connection; ``owner`` names the store in error messages.
+    first connection, then ``check(conn)`` inside it (a layout check, say); ``owner``
+    names the store in error messages. ``synchronous`` is SQLite's setting;
+    ``require_wal`` refuses a file that cannot use WAL mode; ``on_fork`` runs in a
+    forked child before it opens its own connections.
     """
 
     def __init__(self, path: Path, *, owner: str, schema: str, threads: int,
-                 timeout: float) -> None:
+                 timeout: float, synchronous: str = "NORMAL", require_wal: bool = False,
+                 check: Callable[[sqlite3.Connection], None] | None = None,
+                 on_fork: Callable[[], None] | None = None, what: str = "database") -> None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be an int >= 1, got {threads!r}")
         if not timeout >= 0:
             raise ValueError(f"timeout must be >= 0 seconds, got {timeout!r}")
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
         self.path = path
         self.owner = owner
         self._schema = schema
+        self._synchronous = synchronous
+        self._require_wal = require_wal
+        self._check = check
+        self._on_fork = on_fork
+        self._what = what
         self._threads = threads
         self._timeout = float(timeout)
         self._lock = threading.Lock()
@@ -67,6 +82,8 @@ class SqliteFile:
             with self._lock:
                 self._pid, self._local, self._conns, self._pool = (
                     os.getpid(), threading.local(), [], None)
+            if self._on_fork is not None:
+                self._on_fork()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._open()
@@ -80,11 +97,14 @@ class SqliteFile:
             conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
                                    check_same_thread=False)
         except sqlite3.Error as exc:
-            raise ValueError(f"{self.owner}: cannot open {self.path}: {exc}") from exc
+            raise ValueError(f"{self.owner}: cannot open the {self._what} {self.path}: {exc}"
+                             ) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if self._require_wal and str(mode).lower() != "wal":
+                raise ValueError(f"{self.owner}: SQLite refused WAL mode (journal_mode={mode})")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             if not self._ready:
                 self._create(conn)
         except sqlite3.OperationalError as exc:
@@ -94,10 +114,12 @@ class SqliteFile:
                     f"{self.owner}: this Python's SQLite ({sqlite3.sqlite_version}) was "
                     "built without the FTS5 extension, which full-text search needs"
                 ) from exc
-            raise ValueError(f"{self.owner}: {self.path} is not usable: {exc}") from exc
+            raise ValueError(f"{self.owner} is not a usable {self._what} ({self.path} is not "
+                             f"usable: {exc})") from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise ValueError(f"{self.owner}: {self.path} is not usable: {exc}") from exc
+            raise ValueError(f"{self.owner} is not a usable {self._what} ({self.path} is not "
+                             f"usable: {exc})") from exc
         except BaseException:
             conn.close()
             raise
@@ -109,6 +131,8 @@ class SqliteFile:
             for statement in self._schema.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            if self._check is not None:
+                self._check(conn)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
