@@ -105,8 +105,14 @@ async def await_lease(
     leave: Callable[[str], Awaitable[object]],
     pause: Callable[[float], Awaitable[object]] = asyncio.sleep,
     poll: tuple[float, float] = (POLL_MIN, POLL_MAX),
+    release: Callable[[Lease], Awaitable[object]] | None = None,
 ) -> Lease:
-    """:func:`wait_for_lease` for coroutines: waits without blocking the loop."""
+    """:func:`wait_for_lease` for coroutines: waits without blocking the loop.
+
+    A cancelled waiter stops waiting even when a client library swallowed the
+    ``CancelledError`` (redis-py's asyncio client can, when a cancel meets its socket
+    timeout): the task's pending cancel request is checked after every attempt, and a
+    lease won meanwhile is given back (``release``)."""
     k, who, secs, patience = check_lease_args(key, owner, ttl, wait)
     token = new_token()
     start = time.monotonic()
@@ -117,6 +123,10 @@ async def await_lease(
             now = time.monotonic()
             beat = now < deadline and now - last_beat >= HEARTBEAT_EVERY
             got = await attempt(token, beat)
+            if _cancel_requested():
+                if got.acquired and release is not None:
+                    await release(Lease(k, who, token, secs))
+                raise asyncio.CancelledError
             if got.acquired:
                 queued = False
                 return Lease(k, who, token, secs)
@@ -127,6 +137,8 @@ async def await_lease(
                 raise SessionBusyError(k.session_id, user_id=k.user_id, holder=got.holder,
                                        waited=time.monotonic() - start)
             await pause(_pause(delay, left, got.retry_in))
+            if _cancel_requested():
+                raise asyncio.CancelledError
             delay = min(delay * 2, poll[1])
     finally:
         if queued:
@@ -134,3 +146,8 @@ async def await_lease(
                 await leave(token)
             except Exception:
                 logger.warning("leaving the lease queue of %s failed", k, exc_info=True)
+
+
+def _cancel_requested() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -235,7 +235,8 @@ class InMemorySessionStore:
         async def leave(token: str) -> None:
             self._leases.leave(key, token)
 
-        return await await_lease(key, owner, ttl, wait, attempt, leave, pause, _NO_POLL)
+        return await await_lease(key, owner, ttl, wait, attempt, leave, pause, _NO_POLL,
+                                 release=self.arelease_lease)
 
     async def arenew_lease(self, lease: Lease) -> bool:
         return self.renew_lease(lease)

@@ -412,7 +412,8 @@ class RedisSessionStore:
         async def leave(token: str) -> None:
             await self._arun(self._leave(k, token))
 
-        return await await_lease(k, who, secs, patience, attempt, leave)
+        return await await_lease(k, who, secs, patience, attempt, leave,
+                                 release=self.arelease_lease)
 
     async def arenew_lease(self, lease: Lease) -> bool:
         return await self._arun(self._renew(lease))

@@ -338,7 +338,8 @@ class SqliteSessionStore:
         async def leave(token: str) -> None:
             await self._off(self._leave, token)
 
-        return await await_lease(k, who, secs, patience, attempt, leave)
+        return await await_lease(k, who, secs, patience, attempt, leave,
+                                 release=self.arelease_lease)
 
     async def arenew_lease(self, lease: Lease) -> bool:
         return await self._off(self.renew_lease, lease)

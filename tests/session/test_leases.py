@@ -171,3 +171,35 @@ def test_redis_lease_keys_use_the_prefix_and_expire(redis_store: Any) -> None:
     assert keys[0] == f"{redis_store.prefix}:lease:alice:chat-1"
     assert 0 < client.pttl(keys[0]) <= 5000
     redis_store.release_lease(lease)
+
+
+async def test_a_waiter_stops_when_a_client_swallows_its_cancellation() -> None:
+    # redis-py's asyncio client can eat a CancelledError that meets its socket timeout;
+    # the pending cancel request must still end the wait (and give back a lease won).
+    from rx_agent.session._lease import LeaseAttempt, await_lease
+
+    released: list[Any] = []
+    calls = 0
+
+    async def attempt(token: str, beat: bool) -> LeaseAttempt:
+        nonlocal calls
+        calls += 1
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            pass  # swallowed, as a misbehaving client does
+        return LeaseAttempt(calls > 1)  # won on the retry the swallow would cause
+
+    async def leave(token: str) -> None:
+        return None
+
+    async def release(lease: Any) -> None:
+        released.append(lease)
+
+    waiting = asyncio.create_task(await_lease(KEY, "w", 10, 10, attempt, leave,
+                                              release=release))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert calls == 1 and released == []
