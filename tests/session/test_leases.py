@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
@@ -184,10 +185,8 @@ async def test_a_waiter_stops_when_a_client_swallows_its_cancellation() -> None:
     async def attempt(token: str, beat: bool) -> LeaseAttempt:
         nonlocal calls
         calls += 1
-        try:
+        with contextlib.suppress(asyncio.CancelledError):  # swallowed, as a bad client does
             await asyncio.sleep(0.05)
-        except asyncio.CancelledError:
-            pass  # swallowed, as a misbehaving client does
         return LeaseAttempt(calls > 1)  # won on the retry the swallow would cause
 
     async def leave(token: str) -> None:
