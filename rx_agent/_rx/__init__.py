@@ -27,6 +27,7 @@ from ._direct import (
     running_loop,
     subscribe_direct,
     subscribe_observer,
+    subscribe_top,
     trampoline_idle,
 )
 
@@ -49,6 +50,7 @@ __all__ = [
     "runtime_loop",
     "subscribe_direct",
     "subscribe_observer",
+    "subscribe_top",
     "trampoline_idle",
 ]
 

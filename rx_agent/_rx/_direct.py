@@ -34,6 +34,7 @@ __all__ = [
     "running_loop",
     "subscribe_direct",
     "subscribe_observer",
+    "subscribe_top",
     "trampoline_idle",
 ]
 
@@ -195,6 +196,9 @@ def lean_subscribe(
         sink.on_error(exc)
         return sink  # type: ignore[return-value]
     if upstream is not None:
+        if not hasattr(upstream, "dispose"):
+            # A subscribe function may return a dispose function (RxPY accepts one).
+            upstream = Disposable(upstream)  # type: ignore[arg-type]
         # Published before the flag is read: a dispose racing on another thread then
         # either sees it or left the flag for this check (both may dispose: harmless).
         sink.upstream = upstream
@@ -202,6 +206,43 @@ def lean_subscribe(
             sink.upstream = None
             upstream.dispose()
     return sink  # type: ignore[return-value]  # registered as a DisposableBase
+
+
+_RX_SUBSCRIBE = Observable.subscribe
+
+
+def subscribe_top(
+    subscribe: Subscribe[T],
+    on_next: Any,
+    on_error: Any,
+    on_completed: Any,
+    scheduler: abc.SchedulerBase | None,
+) -> abc.DisposableBase:
+    """:func:`lean_subscribe`, inside RxPY's trampoline on this thread.
+
+    Inside a running trampoline that is all; at the top level this runs the
+    trampoline as RxPY's ``Observable.subscribe`` does (the subscription is made and
+    its disposable handed back before any item scheduled on the current thread runs,
+    so ``take(3)`` over an endless synchronous source stops), without the scheduled
+    item, the auto-detaching observer and their locks."""
+    try:
+        tramp = _TRAMPOLINE_LOCAL.tramp
+        idle = tramp._idle
+    except AttributeError:  # pragma: no cover - another reactivex layout
+        return Observable(subscribe).subscribe(
+            on_next, on_error, on_completed, scheduler=scheduler)
+    if not idle:
+        return lean_subscribe(subscribe, on_next, on_error, on_completed, scheduler)
+    tramp._idle = False
+    try:
+        sink = lean_subscribe(subscribe, on_next, on_error, on_completed, scheduler)
+        if tramp._queue.items:
+            tramp._run()
+    finally:
+        tramp._idle = True
+        if tramp._queue.items:  # left by an item that raised
+            tramp._queue.clear()
+    return sink
 
 
 # The exact classes whose ``direct`` the runtime may call (DirectObservable and its
@@ -287,10 +328,10 @@ class LeanObservable(_Light[T]):
         scheduler: abc.SchedulerBase | None = None,
     ) -> abc.DisposableBase:
         inner = self.inner
-        if trampoline_idle():
+        if type(inner).subscribe is not _RX_SUBSCRIBE:
             return inner.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
-        return lean_subscribe(inner._subscribe_core, on_next, on_error, on_completed,
-                              scheduler)
+        return subscribe_top(inner._subscribe_core, on_next, on_error, on_completed,
+                             scheduler)
 
     def run(self, scheduler: abc.SchedulerBase | None = None) -> T:
         return self.inner.run(scheduler)
@@ -322,6 +363,10 @@ def subscribe_observer(source: Observable[T], observer: Any) -> abc.DisposableBa
             return _NOTHING
     if kind is LeanObservable:
         source = source.inner  # type: ignore[attr-defined]
+        kind = type(source)
+    if kind.subscribe is _RX_SUBSCRIBE:
+        return subscribe_top(source._subscribe_core, observer.on_next, observer.on_error,
+                             observer.on_completed, None)
     return source.subscribe(observer)
 
 

@@ -6,6 +6,9 @@ import asyncio
 import contextvars
 import json
 import threading
+import time
+import weakref
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -219,45 +222,124 @@ _END: Any = object()
 
 
 class _Timed(rxabc.DisposableBase):
-    """Chunks played back on loop timers; the subscription's disposable.
+    """Chunks played back on the loop's :class:`_Ticker` for ``delay``; the
+    subscription's disposable. The ticker's queue holds this object until its next
+    chunk is due; nothing points back (no cycle)."""
 
-    The pending timer holds this object (its ``step``) and this object the timer:
-    the one cycle, broken when the last timer fired or on dispose."""
-
-    __slots__ = ("chunks", "context", "delay", "disposed", "handle", "loop", "observer",
-                 "pending")
+    __slots__ = ("chunks", "context", "disposed", "observer", "pending", "ticker")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, observer: rxabc.ObserverBase[ModelChunk],
                  chunks: Iterator[ModelChunk | BaseException], delay: float) -> None:
-        self.loop = loop
         self.observer = observer
         self.chunks = chunks
         self.pending = next(chunks, _END)  # a response always has a chunk
-        self.delay = delay
         self.disposed = False
-        # One context for every timer (each call_later would copy the current one).
+        # One context for every step (each call_later would copy the current one).
         self.context = contextvars.copy_context()
-        self.handle: asyncio.TimerHandle | None = loop.call_later(delay, self.step,
-                                                                  context=self.context)
+        self.ticker = _ticker(loop, delay)
+        self.ticker.add(loop, self)
 
     def step(self) -> None:
         chunk = self.pending
         self.pending = following = next(self.chunks, _END)
         observer = self.observer
         if isinstance(chunk, BaseException):
-            self.handle = None
             observer.on_error(_as_exception(chunk))
             return
         more = following is not _END
-        # Schedule before on_next, which may dispose (and so cancel the timer).
-        self.handle = (self.loop.call_later(self.delay, self.step, context=self.context)
-                       if more else None)
+        # Queue the next chunk before on_next, which may dispose (then it is skipped).
+        if more:
+            ticker = self.ticker
+            ticker.add(ticker.loop, self)
         observer.on_next(chunk)
         if not more and not self.disposed:
             observer.on_completed()
 
     def dispose(self) -> None:
+        # Any thread: the ticker skips a disposed playback when its chunk is due; the
+        # call's observer and chunks are let go now, not then.
         self.disposed = True
-        timer, self.handle = self.handle, None
-        if timer is not None:
-            timer.cancel()
+        self.observer = _DROPPED
+        self.chunks = iter(())
+
+
+class _Dropped:
+    """The observer of a disposed playback (a step already running may still call it)."""
+
+    def on_next(self, value: Any) -> None:
+        pass
+
+    def on_error(self, error: Exception) -> None:
+        pass
+
+    def on_completed(self) -> None:
+        pass
+
+
+_DROPPED: Any = _Dropped()
+
+
+_RESOLUTION = time.get_clock_info("monotonic").resolution
+
+
+class _Ticker:
+    """Every timed playback of one delay on one loop, behind one loop timer.
+
+    Each wait is ``delay`` long, so the queue is in due order as it fills: a deque
+    instead of asyncio's timer heap, whose Python-level comparisons per timer grow
+    with the calls in flight, and one timer callback runs every step that is due.
+    Each step runs in its playback's own context, and one that raises goes to the
+    loop's exception handler as a failing timer callback would."""
+
+    __slots__ = ("__weakref__", "armed", "context", "delay", "loop", "queue")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        self.loop = loop
+        self.delay = delay
+        self.queue: deque[tuple[float, _Timed]] = deque()
+        self.armed = False
+        self.context = contextvars.Context()
+
+    def add(self, loop: asyncio.AbstractEventLoop, timed: _Timed) -> None:
+        due = loop.time() + self.delay
+        self.queue.append((due, timed))
+        if not self.armed:
+            self.armed = True
+            loop.call_at(due, self.fire, context=self.context)
+
+    def fire(self) -> None:
+        loop, queue = self.loop, self.queue
+        end = loop.time() + _RESOLUTION
+        # A step queues its next chunk ``delay`` (> 0) later: past ``end``.
+        while queue and queue[0][0] <= end:
+            timed = queue.popleft()[1]
+            if timed.disposed:
+                continue
+            try:
+                timed.context.run(timed.step)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                loop.call_exception_handler({
+                    "message": f"Exception in ScriptedModel playback {timed.step!r}",
+                    "exception": exc,
+                })
+        if queue:
+            loop.call_at(queue[0][0], self.fire, context=self.context)
+        else:
+            self.armed = False
+
+
+# One ticker per loop and delay. The loop's pending timer holds its ticker; the map
+# holds tickers weakly, so neither keeps a finished loop alive.
+_tickers: weakref.WeakValueDictionary[tuple[int, float], _Ticker] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def _ticker(loop: asyncio.AbstractEventLoop, delay: float) -> _Ticker:
+    key = (id(loop), delay)
+    found = _tickers.get(key)
+    if found is None or found.loop is not loop:
+        found = _tickers[key] = _Ticker(loop, delay)
+    return found

@@ -13,6 +13,7 @@ import pytest
 import reactivex
 import reactivex.operators as ops
 from reactivex.disposable import Disposable
+from reactivex.scheduler import CurrentThreadScheduler
 
 from rx_agent._rx import DirectObservable, LeanObservable, LeanSink, subscribe_observer
 
@@ -186,3 +187,120 @@ def test_the_runtime_subscribes_a_lean_observable_through_rxpy_at_the_top() -> N
     direct = _Recorder()
     subscribe_observer(source, direct)
     assert seen[0] is direct  # the runtime's own observer, as is
+
+
+def _trampoline_idle() -> bool:
+    return CurrentThreadScheduler.singleton().get_trampoline().idle()
+
+
+def _shapes() -> dict[str, Any]:
+    of = reactivex.of
+    return {
+        "merge": lambda: reactivex.merge(of(1, 2, 3), of(10, 20, 30)),
+        "concat": lambda: reactivex.concat(of(1, 2), of(3, 4)),
+        "zip": lambda: reactivex.zip(of(1, 2, 3), of("a", "b", "c")),
+        "flat_map": lambda: of(1, 2).pipe(ops.flat_map(lambda x: of(x, x * 10))),
+        "take over merge": lambda: reactivex.merge(
+            reactivex.from_iterable(range(1000)), reactivex.from_iterable(range(1000))
+        ).pipe(ops.take(5)),
+        "repeat": lambda: of(1, 2).pipe(ops.repeat(3)),
+    }
+
+
+@pytest.mark.parametrize("shape", sorted(_shapes()))
+def test_the_lean_top_level_subscription_orders_items_as_rxpy_does(shape: str) -> None:
+    # subscribe_observer runs RxPY's trampoline itself, without the scheduled item and
+    # the auto-detaching observer: the items must come in RxPY's own order.
+    make = _shapes()[shape]
+    expected = _Recorder()
+    make().subscribe(expected)
+    got = _Recorder()
+    subscribe_observer(make(), got)
+    assert (got.items, got.completed) == (expected.items, expected.completed)
+    assert got.items  # the shape produced something
+    assert _trampoline_idle()
+
+
+def test_take_at_the_top_level_stops_pulling_a_synchronous_source() -> None:
+    pulled: list[int] = []
+
+    def counted() -> Any:
+        for i in range(10_000):
+            pulled.append(i)
+            yield i
+
+    out = _Recorder()
+    subscribe_observer(reactivex.from_iterable(counted()).pipe(ops.take(3)), out)
+    assert out.items == [0, 1, 2] and out.completed == 1
+    assert len(pulled) <= 4  # not the 10,000 a subscription without the trampoline pulls
+
+
+def test_the_trampoline_is_left_idle_after_a_top_level_item_raises() -> None:
+    class Raising(_Recorder):
+        def on_next(self, value: Any) -> None:
+            super().on_next(value)
+            if value == 1:
+                raise RuntimeError("observer bug")
+
+        def on_error(self, error: Exception) -> None:
+            raise error  # out of the trampoline's scheduled item
+
+    def source() -> reactivex.Observable[int]:
+        return reactivex.merge(reactivex.of(0, 1, 2), reactivex.of(5, 6))
+
+    with pytest.raises(RuntimeError, match="observer bug"):
+        source().subscribe(Raising())  # RxPY's own behaviour: it propagates
+    with pytest.raises(RuntimeError, match="observer bug"):
+        subscribe_observer(source(), Raising())
+    assert _trampoline_idle()
+    expected, after = _Recorder(), _Recorder()
+    source().subscribe(expected)
+    subscribe_observer(source(), after)  # nothing queued by the failed one runs here
+    assert after.items == expected.items == [0, 1, 2, 5, 6] and after.completed == 1
+
+
+def test_a_top_level_dispose_before_any_scheduled_item_stops_them() -> None:
+    out = _Recorder()
+    subscription = subscribe_observer(
+        reactivex.timer(0.05, scheduler=CurrentThreadScheduler.singleton()).pipe(
+            ops.take_until(reactivex.of(1))), out)
+    subscription.dispose()
+    assert out.items == [] and out.completed == 1 and _trampoline_idle()
+
+
+def test_a_nested_subscription_inside_a_running_trampoline_is_lean() -> None:
+    source, seen = _direct(_three)
+    out = _Recorder()
+    # The outer of() runs the trampoline; the inner subscription happens inside it.
+    subscribe_observer(reactivex.of(1).pipe(ops.flat_map(lambda _: source)), out)
+    assert out.items == [0, 1, 2] and type(seen[0]) is LeanSink
+
+
+def test_an_observable_with_its_own_subscribe_keeps_it() -> None:
+    calls: list[str] = []
+
+    class Own(reactivex.Observable[int]):
+        def subscribe(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            calls.append("own")
+            return super().subscribe(*args, **kwargs)
+
+    out = _Recorder()
+    subscribe_observer(Own(lambda obs, _: reactivex.of(7).subscribe(obs)), out)
+    subscribe_observer(LeanObservable(Own(lambda obs, _: reactivex.of(8).subscribe(obs))),
+                       _Recorder())
+    assert calls == ["own", "own"] and out.items == [7]
+
+
+def test_a_subscribe_function_may_return_a_dispose_function() -> None:
+    cleaned: list[str] = []
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Any:
+        observer.on_next(1)
+        observer.on_completed()
+        return lambda: cleaned.append("cleanup")
+
+    top, nested = _Recorder(), _Recorder()
+    subscribe_observer(reactivex.create(subscribe), top)
+    LeanObservable(reactivex.create(subscribe)).pipe(ops.map(lambda x: x)).subscribe(nested)
+    assert top.items == nested.items == [1] and top.completed == nested.completed == 1
+    assert cleaned == ["cleanup", "cleanup"]
