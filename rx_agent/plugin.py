@@ -99,10 +99,7 @@ class _Merge:
 
     def toolkit(self) -> Toolkit:
         if self.own is None:
-            self.own = Toolkit(executor=self.base.executor)
-            for spec in self.base:
-                self.own._tools[spec.name] = spec  # the same Tool objects, sources kept
-            self.own._sources = list(self.base._sources)  # MCP servers, listed on use
+            self.own = self.base.copy()
         return self.own
 
     def add(self, specs: Iterable[Tool], source: str) -> None:

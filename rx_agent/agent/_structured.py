@@ -27,7 +27,7 @@ from ..message import GenerateReason, Msg, Role, TextBlock, ToolResultBlock
 from ..middleware.types import ModelLike
 from ..options import GenerateOptions
 from ..permissions import Permission
-from ..tool._schema import strip_titles
+from ..tool._schema import strip_titles, validation_problems
 from ..tool.toolkit import Tool, ToolArgumentError, Toolkit
 
 __all__ = [
@@ -96,7 +96,8 @@ class ResponseTool(Tool):
         except ValidationError as exc:
             self.output.failed()
             raise ToolArgumentError(
-                f"the response does not match the schema: {_problems(exc)}. Call "
+                f"the response does not match the schema: {validation_problems(exc, '(value)')}. "
+                f"Call "
                 f"{RESPONSE_TOOL} again with corrected arguments."
             ) from None
         return {"value": value}
@@ -139,8 +140,8 @@ class StructuredOutput:
         if toolkit.get(RESPONSE_TOOL) is not None:
             raise ValueError(f"the agent has a tool named {RESPONSE_TOOL!r}, which structured "
                              "output needs for itself; rename that tool")
-        overlay = Toolkit(executor=toolkit.executor)
-        overlay._tools = {**toolkit._tools, RESPONSE_TOOL: self.tool}
+        overlay = toolkit.copy()
+        overlay._tools[RESPONSE_TOOL] = self.tool  # a runtime tool: no name check, no source
         return overlay
 
     def options(self, options: GenerateOptions) -> GenerateOptions:
@@ -159,7 +160,8 @@ class StructuredOutput:
             self.result = self.model.model_validate(json.loads(text))
         except (ValueError, ValidationError) as exc:
             self.failed()
-            detail = _problems(exc) if isinstance(exc, ValidationError) else f"not JSON ({exc})"
+            detail = (validation_problems(exc, "(value)") if isinstance(exc, ValidationError)
+                      else f"not JSON ({exc})")
             return (f"Your answer is not a valid {self.model.__name__}: {detail}. Answer "
                     "again with only the JSON object.")
         return None
@@ -181,8 +183,3 @@ class StructuredOutput:
         msg.set_structured(self.result)
         return msg
 
-
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}" for e in exc.errors()
-    )

@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
 from ..message import Msg, Role
+from ..tool._schema import validation_problems
 from ._errors import HTTPError
 
 __all__ = [
@@ -89,11 +90,7 @@ def _kind(value: Any) -> str:
 
 
 def _problems(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        where = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
+    return validation_problems(exc, "(root)", limit=3)
 
 
 def read_messages(data: Any) -> list[Msg]:

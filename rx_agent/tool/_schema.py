@@ -69,3 +69,13 @@ def strip_titles(schema: Any) -> Any:
     if isinstance(schema, list):
         return [strip_titles(v) for v in schema]
     return schema
+
+
+def validation_problems(exc: Any, root: str = "(arguments)", limit: int | None = None) -> str:
+    """A pydantic ``ValidationError`` as ``"field.path: message; ..."`` for people and
+    models to read (``root`` names an error of the whole value)."""
+    errors = exc.errors()
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or root}: {e['msg']}"
+        for e in (errors if limit is None else errors[:limit])
+    )

@@ -22,7 +22,14 @@ from pydantic.fields import FieldInfo
 from ..context import RuntimeContext
 from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
-from ._schema import has_alias, reserved, split_docstring, strip_titles, type_name
+from ._schema import (
+    has_alias,
+    reserved,
+    split_docstring,
+    strip_titles,
+    type_name,
+    validation_problems,
+)
 from ._threads import tool_threads
 from ._values import check_timeout as _check_timeout
 
@@ -196,10 +203,7 @@ class Tool:
         try:
             parsed = self._args_model.model_validate(arguments)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
-                for e in exc.errors()
-            )
+            problems = validation_problems(exc)
             raise ToolArgumentError(
                 f"invalid arguments for tool {self.name!r}: {problems}"
             ) from None
@@ -441,6 +445,15 @@ class Toolkit:
             return f
 
         return wrap
+
+    def copy(self) -> Toolkit:
+        """A new toolkit with the same tools (the same ``Tool`` objects), executor and
+        MCP sources; adding to it leaves this one unchanged."""
+        kit = Toolkit(executor=self.executor)
+        kit._tools = dict(self._tools)
+        kit._sources = list(self._sources)  # MCP servers, listed on use
+        kit._installed = dict(self._installed)  # which listing its MCP tools are from
+        return kit
 
     def remove_tool(self, name: str) -> None:
         if name not in self._tools:

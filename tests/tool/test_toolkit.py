@@ -276,3 +276,26 @@ def test_a_type_hint_without_json_schema_is_refused_naming_the_parameter() -> No
         Toolkit([connect])
     with pytest.raises(TypeError, match=r"tool 'apply': parameter 'fn' has a type hint"):
         tool(apply)
+
+
+def test_copy_shares_the_tools_and_additions_stay_in_the_copy() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rx_agent import Toolkit, tool
+
+    @tool
+    def one() -> str:
+        """One."""
+        return "1"
+
+    @tool
+    def two() -> str:
+        """Two."""
+        return "2"
+
+    with ThreadPoolExecutor(1) as pool:
+        base = Toolkit([one], executor=pool)
+        copy = base.copy()
+        copy.register_tool(two)
+        assert copy.get("one") is base.get("one") and copy.executor is pool
+        assert base.names == ["one"] and copy.names == ["one", "two"]
