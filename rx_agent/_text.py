@@ -8,7 +8,7 @@ does not control, is repaired (:func:`scrub`).
 
 from __future__ import annotations
 
-__all__ = ["check_text", "check_value", "lone_surrogate_at", "scrub"]
+__all__ = ["check_text", "check_value", "is_clean", "lone_surrogate_at", "scrub"]
 
 
 def lone_surrogate_at(text: str) -> int:
@@ -54,18 +54,47 @@ def _is_record(cls: type) -> bool:
 
 def check_value(value: object, where: str) -> None:
     """:func:`check_text` over every string inside ``value`` (records, dicts, lists)."""
+    if not is_clean(value):
+        _check_value(value, where)
+
+
+def is_clean(value: object) -> bool:
+    """Whether no string inside ``value`` holds a lone surrogate: one walk without a
+    call or a label per item (the labelled walk runs only to name a bad one)."""
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()
+        if isinstance(item, str):
+            if not item.isascii() and lone_surrogate_at(item) >= 0:
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            fields = getattr(item, "__dict__", None)
+            if fields is not None and _is_record(type(item)):
+                for v in fields.values():
+                    if v is not None and not isinstance(v, (int, float)):
+                        push(v)
+    return True
+
+
+def _check_value(value: object, where: str) -> None:
     if isinstance(value, str):
         check_text(value, where)
     elif isinstance(value, dict):
         for k, v in value.items():
-            check_value(k, where)
-            check_value(v, f"{where}[{k!r}]")
+            _check_value(k, where)
+            _check_value(v, f"{where}[{k!r}]")
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            check_value(v, f"{where}[{i}]")
+            _check_value(v, f"{where}[{i}]")
     else:
         fields = getattr(value, "__dict__", None)
         if fields is not None and _is_record(type(value)):
             for name, v in fields.items():
                 if v is not None and not isinstance(v, (int, float)):
-                    check_value(v, f"{where}.{name}")
+                    _check_value(v, f"{where}.{name}")

@@ -69,7 +69,7 @@ class Acting:
         # None where no layer wraps the core (no bound method kept per call).
         self.chain: Handler[ActingInput] | None = plan.wrap(
             ExtensionPoint.ON_ACTING, scope.agent, scope.ctx, self.core,
-        ) if plan.has_layers(ExtensionPoint.ON_ACTING) else None
+        ) if ExtensionPoint.ON_ACTING in plan.layered else None
         self.batch: Batch | None = None
 
     # -- resume and abandon --------------------------------------------------------

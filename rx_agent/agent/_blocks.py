@@ -49,13 +49,21 @@ _thinking_make = ThinkingBlockDeltaEvent.make
 
 
 class ChunkConverter:
-    """Turns the chunks of one model call into block events (``emit`` each)."""
+    """Turns the chunks of one model call into block events (``emit`` each).
+
+    With ``acc`` (no ``on_model_call`` layer: what it emits is what leaves the chain)
+    it also builds the message itself, as the accumulator would from its events, with
+    no call per event for it. With ``emit=None`` as well (nobody reads the events:
+    ``acall`` with no layer at ``on_agent``, ``on_reasoning`` or ``on_model_call``)
+    it builds only the message."""
 
     __slots__ = (
+        "_acc",
         "_calls",
         "_emit",
         "_open_id",
         "_open_kind",
+        "_open_parts",
         "_source",
         "_texts",
         "_thinkings",
@@ -65,7 +73,12 @@ class ChunkConverter:
         "usage",
     )
 
-    def __init__(self, reply_id: str, source: str, emit: Callable[[AgentEvent], None]) -> None:
+    def __init__(self, reply_id: str, source: str, emit: Callable[[AgentEvent], None] | None,
+                 acc: MessageAccumulator | None = None) -> None:
+        if emit is None and acc is None:
+            raise ValueError("a ChunkConverter without emit must build into an accumulator")
+        self._acc = acc
+        self._open_parts: list[str] | None = None  # the open block's text, when building
         self.reply_id = reply_id
         self._source = source
         self._emit = emit
@@ -87,22 +100,25 @@ class ChunkConverter:
                     self._open(_TEXT)
                 if not text.isascii():  # the stream must stay serializable
                     text = scrub(text)
-                self._emit(
-                    _delta_make(
-                        self._source, reply_id=self.reply_id, block_id=self._open_id,
-                        delta=text,
-                    )
-                )
+                parts = self._open_parts
+                if parts is not None:
+                    parts.append(text)
+                emit = self._emit
+                if emit is not None:
+                    emit(_delta_make(self._source, reply_id=self.reply_id,
+                                     block_id=self._open_id, delta=text))
         elif kind is ThinkingChunk:
             if chunk.thinking:
                 if self._open_kind != _THINKING:
                     self._open(_THINKING)
-                self._emit(
-                    _thinking_make(
-                        self._source, reply_id=self.reply_id, block_id=self._open_id,
-                        delta=scrub(chunk.thinking),
-                    )
-                )
+                thinking = scrub(chunk.thinking)
+                parts = self._open_parts
+                if parts is not None:
+                    parts.append(thinking)
+                emit = self._emit
+                if emit is not None:
+                    emit(_thinking_make(self._source, reply_id=self.reply_id,
+                                        block_id=self._open_id, delta=thinking))
         elif kind is ToolCallChunk:
             self._tool_call(chunk)
         elif kind is UsageChunk:
@@ -119,60 +135,65 @@ class ChunkConverter:
         else:
             self._thinkings = n = self._thinkings + 1
         base = "text" if kind == _TEXT else "thinking"
-        self._open_id = base if n == 1 else f"{base}-{n}"
+        self._open_id = block_id = base if n == 1 else f"{base}-{n}"
         self._open_kind = kind
-        start = TextBlockStartEvent if kind == _TEXT else ThinkingBlockStartEvent
-        self._emit(start.make(self._source, reply_id=self.reply_id, block_id=self._open_id))
+        acc = self._acc
+        if acc is not None:  # the accumulator's keys: "t:<id>" / "k:<id>"
+            self._open_parts = acc.part(base, ("t:" if kind == _TEXT else "k:") + block_id).parts
+        if self._emit is not None:
+            start = TextBlockStartEvent if kind == _TEXT else ThinkingBlockStartEvent
+            self._emit(start.make(self._source, reply_id=self.reply_id, block_id=block_id))
 
     def _close(self) -> None:
         if self._open_kind:
-            end = TextBlockEndEvent if self._open_kind == _TEXT else ThinkingBlockEndEvent
-            self._emit(end.make(self._source, reply_id=self.reply_id, block_id=self._open_id))
+            if self._emit is not None:
+                end = TextBlockEndEvent if self._open_kind == _TEXT else ThinkingBlockEndEvent
+                self._emit(end.make(self._source, reply_id=self.reply_id,
+                                    block_id=self._open_id))
             self._open_kind = 0
+            self._open_parts = None
 
     def _tool_call(self, chunk: ToolCallChunk) -> None:
         call = self._calls.get(chunk.index)
+        emit = self._emit
         if call is None:
             self._close()
             call_id = chunk.id or f"call_{self.reply_id}_{chunk.index}"
             name = chunk.name or ""
             call = (call_id, name)
             self._calls[chunk.index] = call
-            self._emit(
-                ToolCallStartEvent.make(
-                    self._source, reply_id=self.reply_id, tool_call_id=call_id,
-                    tool_call_name=name,
-                )
-            )
+            if self._acc is not None:
+                self._acc.part("tool", "c:" + call_id, name)
+            if emit is not None:
+                emit(ToolCallStartEvent.make(self._source, reply_id=self.reply_id,
+                                             tool_call_id=call_id, tool_call_name=name))
         if chunk.arguments:
-            self._emit(
-                ToolCallDeltaEvent.make(
-                    self._source, reply_id=self.reply_id, tool_call_id=call[0],
-                    tool_call_name=call[1], delta=chunk.arguments,
-                )
-            )
+            if self._acc is not None:
+                self._acc.part("tool", "c:" + call[0], call[1]).parts.append(chunk.arguments)
+            if emit is not None:
+                emit(ToolCallDeltaEvent.make(self._source, reply_id=self.reply_id,
+                                             tool_call_id=call[0], tool_call_name=call[1],
+                                             delta=chunk.arguments))
         if chunk.done:
             self._end_call(chunk.index)
 
     def _end_call(self, index: int) -> None:
         call_id, name = self._calls.pop(index)
-        self._emit(
-            ToolCallEndEvent.make(
-                self._source, reply_id=self.reply_id, tool_call_id=call_id, tool_call_name=name
-            )
-        )
+        if self._emit is not None:
+            self._emit(ToolCallEndEvent.make(self._source, reply_id=self.reply_id,
+                                             tool_call_id=call_id, tool_call_name=name))
 
     def finish(self) -> None:
         """Close what is open and emit ``ModelCallEndEvent``."""
         self._close()
         for index in sorted(self._calls):
             self._end_call(index)
-        self._emit(
-            ModelCallEndEvent.make(
-                self._source, reply_id=self.reply_id, usage=self.usage,
-                finish_reason=self.finish_reason,
-            )
-        )
+        if self._acc is not None:
+            self._acc.usage = self.usage
+        if self._emit is not None:
+            self._emit(ModelCallEndEvent.make(self._source, reply_id=self.reply_id,
+                                              usage=self.usage,
+                                              finish_reason=self.finish_reason))
 
 
 class _Part:

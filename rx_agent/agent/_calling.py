@@ -168,7 +168,7 @@ class Calling:
         # One Run observed by one slotted object: no Observable, closure or
         # disposable of call()/stream() in between (they would be built and dropped).
         outcome = _Outcome(asyncio.get_running_loop().create_future(), self.name)
-        run = Run(cast(Agent, self), self._config, self._slots, ctx, inp, model)
+        run = Run(cast(Agent, self), self._config, self._slots, ctx, inp, model, quiet=True)
         run.subscribe(outcome)
         try:
             return await outcome.future

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from reactivex import Observable
 from reactivex import abc as rxabc
 
+from .. import event as _events
 from .._record import new_id
 from .._rx import (
     affinity,
@@ -79,6 +80,13 @@ class Phase(enum.Enum):
 
 _ENDED = (Phase.FINISHING, Phase.DONE, Phase.DISPOSED)
 
+# The runtime's own event classes that are not results: what a quiet call drops.
+_PLAIN_EVENTS = frozenset(
+    cls for cls in vars(_events).values()
+    if isinstance(cls, type) and issubclass(cls, AgentEvent)
+    and not issubclass(cls, AgentResultEvent)
+)
+
 
 class Run(rxabc.DisposableBase):
     """The lifecycle of one call (one subscription of ``agent.stream``)."""
@@ -93,6 +101,7 @@ class Run(rxabc.DisposableBase):
         "input",
         "observer",
         "phase",
+        "quiet",
         "react",
         "reply_id",
         "result",
@@ -109,6 +118,7 @@ class Run(rxabc.DisposableBase):
         caller_ctx: RuntimeContext | None,
         inp: AgentInput,
         structured_model: type[BaseModel] | None = None,
+        quiet: bool = False,
     ) -> None:
         self.config = config
         self.caller_ctx = caller_ctx
@@ -139,7 +149,12 @@ class Run(rxabc.DisposableBase):
         self.task: asyncio.Task[None] | None = None  # the call's own task (no on_agent layer)
         self.react = ReActLoop(scope, structured_model)
         # Only an on_agent middleware can put a non-event into the caller's stream.
-        self.checked = config.plan.has_layers(ExtensionPoint.ON_AGENT)
+        self.checked = ExtensionPoint.ON_AGENT in config.plan.layered
+        # The caller reads only the result event (acall): the runtime's other events
+        # stop here instead of costing the caller's observer a call each, and with no
+        # on_agent layer the steps need not build what nobody reads.
+        self.quiet = quiet
+        scope.quiet = quiet and not self.checked
 
     @property
     def key(self) -> SessionKey:
@@ -197,9 +212,12 @@ class Run(rxabc.DisposableBase):
         observer = self.observer
         if observer is None:  # finishing or disposed: nothing more reaches the caller
             return
-        if type(event) is AgentResultEvent:
-            self.result = event.result
-        elif self.checked and type(event) not in EVENT_TYPES and not is_event(event):
+        kind = type(event)
+        if kind is AgentResultEvent:
+            self.result = cast(AgentResultEvent, event).result
+        elif self.quiet and kind in _PLAIN_EVENTS:
+            return
+        elif self.checked and kind not in EVENT_TYPES and not is_event(event):
             if self.subscription is not None:
                 self.subscription.dispose()
             self._finish(self.scope.not_an_event(ExtensionPoint.ON_AGENT, event))
@@ -266,16 +284,18 @@ class Run(rxabc.DisposableBase):
                     raise
                 self.phase = Phase.READY
             scope.emit = emit
-            emit(AgentStartEvent.make(
-                scope.source, session_id=self.key.session_id, reply_id=self.reply_id,
-                name=self.config.name, user_id=ctx.user_id,
-            ))
+            if not scope.quiet:
+                emit(AgentStartEvent.make(
+                    scope.source, session_id=self.key.session_id, reply_id=self.reply_id,
+                    name=self.config.name, user_id=ctx.user_id,
+                ))
             if self.binding.recovered:
                 emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
                                                 tool_call_ids=list(self.binding.recovered)))
             final = await self.react.run(state, input_messages, inp)
             emit(AgentResultEvent.make(scope.source, result=final))
-            emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
+            if not scope.quiet:
+                emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if not finish or (task is not None and task.cancelling()):

@@ -8,6 +8,7 @@ the ``on_model_call`` chain (so a middleware's rewrite is what the context store
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import reactivex
@@ -18,7 +19,7 @@ from reactivex.disposable import Disposable
 
 from .._record import new_id
 from .._rx import DirectObservable, on_loop, subscribe_observer
-from .._text import check_value
+from .._text import check_value, is_clean
 from ..context import AgentState
 from ..event import AgentEvent, ExceedMaxItersEvent, ModelCallStartEvent
 from ..message import GenerateReason, HintBlock, Msg, Role, TextBlock, ToolUseBlock
@@ -94,14 +95,14 @@ class ReActLoop:
         # method kept per call).
         self.reasoning_chain = plan.wrap(ExtensionPoint.ON_REASONING, scope.agent, scope.ctx,
                                          self.core_reasoning) \
-            if plan.has_layers(ExtensionPoint.ON_REASONING) else None
+            if ExtensionPoint.ON_REASONING in plan.layered else None
         self.model_chain = plan.wrap(ExtensionPoint.ON_MODEL_CALL, scope.agent, scope.ctx,
                                      self.core_model_call) \
-            if plan.has_layers(ExtensionPoint.ON_MODEL_CALL) else None
+            if ExtensionPoint.ON_MODEL_CALL in plan.layered else None
         point = ExtensionPoint.ON_COMPRESS_CONTEXT
         # No step at all unless a middleware hooks it (a Java port's rounds are as before).
         self.compress_chain = plan.wrap(point, scope.agent, scope.ctx, self.core_compress) \
-            if plan.has_layers(point) else None
+            if point in plan.layered else None
         self.compressed = False
         self._acting: Acting | None = None  # made by the first round that calls a tool
         self.round: Round | None = None
@@ -124,8 +125,9 @@ class ReActLoop:
         scope = self.scope
         config = scope.config
         resume = inp.resume
-        for i, m in enumerate(input_messages):  # bad text never enters the context
-            check_value(m, f"input message #{i}")
+        if not is_clean(input_messages):  # bad text never enters the context
+            for i, m in enumerate(input_messages):
+                check_value(m, f"input message #{i}")
         if resume is not None:
             check_value(resume, type(resume).__name__)
             check_resume(state, resume, state.session_id)  # raises before anything changes
@@ -180,8 +182,9 @@ class ReActLoop:
             finally:
                 self.round = None
             msg = rnd.result(config.name)
+            calls = msg.tool_calls if msg is not None else None
             if msg is not None and msg.content:
-                if msg.tool_calls:
+                if calls:
                     msg.generate_reason = GenerateReason.TOOL_CALLS
                 state.context.append(msg)
             # interrupt() may have returned while the step was finishing: no tool of
@@ -190,11 +193,11 @@ class ReActLoop:
                 return scope.close_interrupted(state)
             if scope.stop_request is not None:
                 return scope.close_stopped(state, msg)
-            if msg is not None and msg.tool_calls:
+            if calls:
                 if scope.checkpoint is not None:  # the calls are stored before they run
                     await scope.checkpoint()
                 ended = await self._after_acting(
-                    state, await self.acting.dispatch(state, msg.tool_calls))
+                    state, await self.acting.dispatch(state, calls))
                 if ended is not None:
                     return ended
                 if structured is not None:
@@ -202,13 +205,16 @@ class ReActLoop:
                         return self._structured_end(state, structured)
                     structured.check_attempts()  # bad arguments count
                 continue
-            if msg is not None and msg.has_visible_text and structured is not None:
+            visible = msg is not None and msg.has_visible_text
+            if visible and structured is not None:
+                assert msg is not None
                 # Not the end until the answer validates (native: the text itself).
                 hint = structured.from_text(msg) if structured.native else structured.reminder()
                 if hint is None:
                     return self._structured_end(state, structured, msg)
                 structured.check_attempts()
-            elif msg is not None and msg.has_visible_text:
+            elif visible:
+                assert msg is not None
                 request = scope.continue_request
                 if request is None:
                     msg.generate_reason = GenerateReason.MODEL_STOP
@@ -385,11 +391,17 @@ class _ReasoningCall(DirectObservable[AgentEvent]):
         rin = self.rin
         mci = ModelCallInput(rin.messages, rin.tools, rin.options, scope.config.model)
         chain = react.model_chain
-        return subscribe_observer(chain(mci) if chain is not None else _ModelCall(scope, mci),
-                                  _Accumulating(acc, rnd, observer, scope.config.name))
+        ending = _Accumulating(acc, rnd, observer, scope.config.name)
+        if chain is None:
+            # Nothing between the core and this round: the converter builds the
+            # message and its events go straight to ``observer``; when no layer at
+            # all reads them (a quiet call), it makes none.
+            silent = scope.quiet and react.reasoning_chain is None
+            return _ModelCall(scope, mci, acc, observer.on_next, silent).direct(ending)
+        return subscribe_observer(chain(mci), ending)
 
 
-class _Accumulating:
+class _Accumulating(rxabc.ObserverBase[AgentEvent]):
     """Feeds what leaves the ``on_model_call`` chain to the round's accumulator.
 
     Items that are not events (an on_model_call middleware's mistake) are ignored by
@@ -421,10 +433,16 @@ class _Accumulating:
 class _ModelCall(DirectObservable[AgentEvent]):
     """One subscription of the model-call core: a :class:`ModelAttempts`."""
 
-    def __init__(self, scope: CallScope, mci: ModelCallInput) -> None:
+    def __init__(self, scope: CallScope, mci: ModelCallInput,
+                 acc: MessageAccumulator | None = None,
+                 emit: Callable[[AgentEvent], None] | None = None,
+                 silent: bool = False) -> None:
         self._subscribe = None
         self.scope = scope
         self.mci = mci
+        self.acc = acc  # see ModelAttempts
+        self.emit = emit
+        self.silent = silent
 
     def direct(
         self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
@@ -436,9 +454,11 @@ class _ModelCall(DirectObservable[AgentEvent]):
             return on_loop(where, self.direct)(observer, scheduler)
         mci = self.mci
         reply_id = new_id()
-        observer.on_next(ModelCallStartEvent.make(scope.source, reply_id=reply_id,
-                                                  model_name=mci.model.name))
+        if not self.silent:
+            emit = self.emit or observer.on_next
+            emit(ModelCallStartEvent.make(scope.source, reply_id=reply_id,
+                                          model_name=mci.model.name))
         attempt = ModelAttempts(scope.config, scope.source, scope.loop, mci, reply_id,
-                                observer)
+                                observer, self.acc, self.emit, self.silent)
         attempt.start()
         return attempt

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, cast
 
 from reactivex import abc as rxabc
@@ -17,7 +18,7 @@ from ..event import AgentEvent
 from ..middleware.inputs import ModelCallInput
 from ..middleware.types import ModelLike
 from ..model.base import ChatModel
-from ._blocks import ChunkConverter
+from ._blocks import ChunkConverter, MessageAccumulator
 from ._config import AgentConfig
 
 __all__ = ["ModelAttempts"]
@@ -57,6 +58,9 @@ class ModelAttempts(rxabc.DisposableBase):
         mci: ModelCallInput,
         reply_id: str,
         observer: rxabc.ObserverBase[AgentEvent],
+        acc: MessageAccumulator | None = None,
+        emit: Callable[[AgentEvent], None] | None = None,
+        silent: bool = False,
     ) -> None:
         self.config = config
         self.loop = loop
@@ -69,7 +73,11 @@ class ModelAttempts(rxabc.DisposableBase):
         self.disposed = False
         self.subscription: rxabc.DisposableBase | None = None
         self.handle: asyncio.TimerHandle | None = None
-        self.converter = ChunkConverter(reply_id, source, observer.on_next)
+        # ``emit`` and ``acc``: the events go straight on while ``acc`` builds the
+        # message (no on_model_call layer); ``observer`` still gets the ending.
+        # ``silent``: nobody reads them, only ``acc`` is built.
+        self.converter = ChunkConverter(
+            reply_id, source, None if silent else emit or observer.on_next, acc)
 
     def start(self) -> None:
         if self.disposed:

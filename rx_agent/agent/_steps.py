@@ -176,6 +176,7 @@ class CallScope:
         "interrupt_msg",
         "interrupted",
         "loop",
+        "quiet",
         "response_tool",
         "sealed",
         "source",
@@ -194,9 +195,12 @@ class CallScope:
         plan = config.plan
         # Which step streams pass through a middleware (their items are checked and
         # stop requests watched); the others are the runtime's own and need neither.
-        self.hooked_reasoning = plan.has_layers(ExtensionPoint.ON_REASONING) or \
-            plan.has_layers(ExtensionPoint.ON_MODEL_CALL)
-        self.hooked_acting = plan.has_layers(ExtensionPoint.ON_ACTING)
+        self.hooked_reasoning = ExtensionPoint.ON_REASONING in plan.layered or \
+            ExtensionPoint.ON_MODEL_CALL in plan.layered
+        self.hooked_acting = ExtensionPoint.ON_ACTING in plan.layered
+        # Only the result event reaches anybody (acall with no on_agent layer): the
+        # steps may skip building events no layer reads.
+        self.quiet = False
         self.ctx = ctx
         self.tool_ctx = tool_ctx
         self.source = config.name

@@ -43,6 +43,7 @@ class ExecutionPlan:
         "_orders",
         "_participants",
         "_positions",
+        "layered",
     )
 
     def __init__(self, middlewares: Iterable[MiddlewareBase]) -> None:
@@ -97,6 +98,10 @@ class ExecutionPlan:
                 labels.append(label)
             self._hooks[point] = tuple(entries)
             self._hook_labels[point] = tuple(labels)
+        # The points where ``wrap`` builds a layer; read as ``point in plan.layered``
+        # when a call starts (no method call per point and call).
+        self.layered: frozenset[ExtensionPoint] = frozenset(
+            point for point, entries in self._hooks.items() if entries)
 
     @staticmethod
     def _check_class(mw: MiddlewareBase) -> None:
@@ -168,7 +173,7 @@ class ExecutionPlan:
     def has_layers(self, point: ExtensionPoint) -> bool:
         """Whether ``wrap(point, ...)`` builds any layer (a participant that kept the
         default onion hook builds none): without one the core's stream is the point's."""
-        return bool(self._hooks[point])
+        return point in self.layered
 
     def labels(self, point: ExtensionPoint | None = None) -> tuple[str, ...]:
         """Display names of the participants at ``point`` (of every middleware when

@@ -44,6 +44,10 @@ class ExtensionPoint(enum.Enum):
     ON_AGENT_FINISH = "on_agent_finish"
     ON_COMPRESS_CONTEXT = "on_compress_context"
 
+    # Members compare by identity, so the identity hash agrees with equality; Enum's
+    # own hashes the name in Python, on every plan lookup of every call.
+    __hash__ = object.__hash__
+
     @property
     def kind(self) -> str:
         """``"onion"``, ``"transformer"`` or ``"notification"``."""

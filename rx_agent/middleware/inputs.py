@@ -67,7 +67,8 @@ class AgentInput(_WithMixin):
     resume: UserConfirmResultEvent | ExternalExecutionResultEvent | None = None
 
     def __post_init__(self) -> None:
-        _tuple(self, "msgs")
+        if type(self.msgs) is not tuple:  # the runtime's own inputs: no call per check
+            _tuple(self, "msgs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +85,10 @@ class ReasoningInput(_WithMixin):
     iteration: int = 1
 
     def __post_init__(self) -> None:
-        _tuple(self, "messages")
-        _tools(self)
+        if type(self.messages) is not tuple:
+            _tuple(self, "messages")
+        if type(self.tools) is not tuple:
+            _tools(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +111,10 @@ class ModelCallInput(_WithMixin):
     model: ModelLike
 
     def __post_init__(self) -> None:
-        _tuple(self, "messages")
-        _tools(self)
+        if type(self.messages) is not tuple:
+            _tuple(self, "messages")
+        if type(self.tools) is not tuple:
+            _tools(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from reactivex import Observable
@@ -291,17 +291,22 @@ class _Ticker:
     Each step runs in its playback's own context, and one that raises goes to the
     loop's exception handler as a failing timer callback would."""
 
-    __slots__ = ("__weakref__", "armed", "context", "delay", "loop", "queue")
+    __slots__ = ("__weakref__", "armed", "clock", "context", "delay", "loop", "queue")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
         self.loop = loop
+        # asyncio's own loops tell time with time.monotonic (a Python method call per
+        # chunk otherwise); any other loop is asked.
+        base_time = getattr(type(loop), "time", None)
+        self.clock: Callable[[], float] = time.monotonic \
+            if base_time is asyncio.BaseEventLoop.time else loop.time
         self.delay = delay
         self.queue: deque[tuple[float, _Timed]] = deque()
         self.armed = False
         self.context = contextvars.Context()
 
     def add(self, loop: asyncio.AbstractEventLoop, timed: _Timed) -> None:
-        due = loop.time() + self.delay
+        due = self.clock() + self.delay
         self.queue.append((due, timed))
         if not self.armed:
             self.armed = True
