@@ -226,7 +226,12 @@ class Record(BaseModel):
             check_fields(cls, values, exact=True)
         obj = _new(cls)
         _set(obj, "__dict__", values)
-        _set(obj, "__pydantic_fields_set__", set(values))
+        # Every field is set, so one "fields set" per class is exact and can be shared
+        # (pydantic only ever adds names that are already in it).
+        fields = _ALL_FIELDS.get(cls)
+        if fields is None:
+            fields = _ALL_FIELDS[cls] = set(cls.model_fields)
+        _set(obj, "__pydantic_fields_set__", fields)
         _set(obj, "__pydantic_extra__", None)
         _set(obj, "__pydantic_private__", None)
         return obj
@@ -234,6 +239,7 @@ class Record(BaseModel):
 
 _new = object.__new__
 _set = object.__setattr__
+_ALL_FIELDS: dict[type, set[str]] = {}
 
 # Validation-free construction trusts the runtime's keys; the test suite checks them
 # (one global flag per construction otherwise).

@@ -8,6 +8,8 @@ does not control, is repaired (:func:`scrub`).
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["check_text", "check_value", "is_clean", "lone_surrogate_at", "scrub"]
 
 
@@ -61,25 +63,50 @@ def check_value(value: object, where: str) -> None:
 def is_clean(value: object) -> bool:
     """Whether no string inside ``value`` holds a lone surrogate: one walk without a
     call or a label per item (the labelled walk runs only to name a bad one)."""
-    stack = [value]
-    pop, push = stack.pop, stack.append
+    stack: list[Any] = [value]
+    pop, push, extend, kinds = stack.pop, stack.append, stack.extend, _KINDS
     while stack:
         item = pop()
-        if isinstance(item, str):
+        kind = kinds.get(type(item))
+        if kind is None:
+            kind = _kind(type(item))
+        if kind == _STR:
             if not item.isascii() and lone_surrogate_at(item) >= 0:
                 return False
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        else:
-            fields = getattr(item, "__dict__", None)
-            if fields is not None and _is_record(type(item)):
-                for v in fields.values():
-                    if v is not None and not isinstance(v, (int, float)):
-                        push(v)
+        elif kind == _RECORD:
+            for v in item.__dict__.values():
+                if v is not None:
+                    push(v)
+        elif kind == _SEQ:
+            extend(item)
+        elif kind == _DICT:
+            extend(item)
+            extend(item.values())
     return True
+
+
+# What the walk does per class (found once per class): nothing, a text check, the
+# items of a list or tuple, the keys and values of a dict, the fields of a record.
+_SKIP, _STR, _SEQ, _DICT, _RECORD = range(5)
+_KINDS: dict[type, int] = {type(None): _SKIP, int: _SKIP, float: _SKIP, bool: _SKIP,
+                           str: _STR, list: _SEQ, tuple: _SEQ, dict: _DICT}
+
+
+def _kind(cls: type) -> int:
+    if issubclass(cls, str):
+        kind = _STR
+    elif issubclass(cls, dict):
+        kind = _DICT
+    elif issubclass(cls, (list, tuple)):
+        kind = _SEQ
+    elif issubclass(cls, (int, float)):
+        kind = _SKIP
+    elif _is_record(cls):
+        kind = _RECORD
+    else:
+        kind = _SKIP
+    _KINDS[cls] = kind
+    return kind
 
 
 def _check_value(value: object, where: str) -> None:

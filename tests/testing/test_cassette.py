@@ -207,7 +207,9 @@ def test_a_disposed_call_replays_its_chunks_and_stays_open(tmp_path: Path) -> No
                               cassette)
     assert len(collect(recorder.stream(msgs).pipe(ops.take(2)))) == 2
     deadline = time.monotonic() + 3.0  # nobody waits for the line of a disposed call
-    while not cassette.exists() and time.monotonic() < deadline:
+    # The file exists from its open() on, before the line is in it (another thread).
+    while not (cassette.exists() and cassette.read_text().endswith("\n")) \
+            and time.monotonic() < deadline:
         time.sleep(0.01)
     (line,) = cassette.read_text().splitlines()
     assert json.loads(line)["end"] == "disposed"
