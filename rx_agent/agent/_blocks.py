@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from .._record import new_id, now
 from .._text import scrub
 from ..event import (
     AgentEvent,
@@ -44,8 +45,34 @@ from ..model.base import FinishChunk, TextChunk, ThinkingChunk, ToolCallChunk, U
 
 _TEXT, _THINKING = 1, 2
 
-_delta_make = TextBlockDeltaEvent.make
-_thinking_make = ThinkingBlockDeltaEvent.make
+_new = object.__new__
+_set = object.__setattr__
+_D = TypeVar("_D", TextBlockDeltaEvent, ThinkingBlockDeltaEvent)
+
+
+def _block_delta(cls: type[_D], kind: str) -> Callable[[str, str, str, str], _D]:
+    """A positional ``cls.make`` for the one event per token: a dict literal in field
+    order, no keyword dict and no defaults copy (checked against the class once)."""
+    fields = cls._all_fields
+    order = ["type", "id", "created_at", "source", "metadata", "reply_id", "block_id", "delta"]
+    if list(cls._defaults) != order or cls._defaults["type"] != kind:
+        raise TypeError(f"{cls.__name__} changed its fields; update _block_delta")
+
+    def make(source: str, reply_id: str, block_id: str, delta: str) -> _D:
+        obj = _new(cls)
+        _set(obj, "__dict__", {"type": kind, "id": new_id(), "created_at": now(),
+                               "source": source, "metadata": {}, "reply_id": reply_id,
+                               "block_id": block_id, "delta": delta})
+        _set(obj, "__pydantic_fields_set__", fields)
+        _set(obj, "__pydantic_extra__", None)
+        _set(obj, "__pydantic_private__", None)
+        return obj
+
+    return make
+
+
+_delta_make = _block_delta(TextBlockDeltaEvent, "text_block_delta")
+_thinking_make = _block_delta(ThinkingBlockDeltaEvent, "thinking_block_delta")
 
 
 class ChunkConverter:
@@ -105,8 +132,7 @@ class ChunkConverter:
                     parts.append(text)
                 emit = self._emit
                 if emit is not None:
-                    emit(_delta_make(self._source, reply_id=self.reply_id,
-                                     block_id=self._open_id, delta=text))
+                    emit(_delta_make(self._source, self.reply_id, self._open_id, text))
         elif kind is ThinkingChunk:
             if chunk.thinking:
                 if self._open_kind != _THINKING:
@@ -117,8 +143,7 @@ class ChunkConverter:
                     parts.append(thinking)
                 emit = self._emit
                 if emit is not None:
-                    emit(_thinking_make(self._source, reply_id=self.reply_id,
-                                        block_id=self._open_id, delta=thinking))
+                    emit(_thinking_make(self._source, self.reply_id, self._open_id, thinking))
         elif kind is ToolCallChunk:
             self._tool_call(chunk)
         elif kind is UsageChunk:

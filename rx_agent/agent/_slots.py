@@ -17,45 +17,48 @@ __all__ = ["SessionSlots"]
 
 
 class _Slot:
+    """A contended session: the holder and its queue. An uncontended session's entry
+    is the holder itself (no slot object, no queue per call)."""
+
     __slots__ = ("active", "waiters")
 
-    def __init__(self) -> None:
-        self.active: Any = None
+    def __init__(self, active: Any) -> None:
+        self.active: Any = active
         self.waiters: deque[tuple[Any, asyncio.Future[None]]] = deque()
 
 
 class SessionSlots:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._slots: dict[SessionKey, _Slot] = {}
+        # key -> the run holding it, or a _Slot once somebody waits for it.
+        self._slots: dict[SessionKey, Any] = {}
 
     def active(self, key: SessionKey) -> Any:
         """The run holding ``key``'s slot, or ``None``."""
         with self._lock:
-            slot = self._slots.get(key)
-            return slot.active if slot else None
+            held = self._slots.get(key)
+            return held.active if type(held) is _Slot else held
 
     def try_acquire(self, key: SessionKey, run: Any) -> bool:
         """Take ``key``'s slot for ``run`` if it is free, without waiting."""
         with self._lock:
-            slot = self._slots.get(key)
-            if slot is None:
-                slot = self._slots[key] = _Slot()
-            if slot.active is None:
-                slot.active = run
-                return True
-            return False
+            if key in self._slots:
+                return False
+            self._slots[key] = run
+            return True
 
     async def acquire(self, key: SessionKey, run: Any) -> None:
         """Wait for ``key``'s slot and take it for ``run``. Cancellation leaves the queue."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            slot = self._slots.get(key)
-            if slot is None:
-                slot = self._slots[key] = _Slot()
-            if slot.active is None:
-                slot.active = run
+            held = self._slots.get(key)
+            if held is None:
+                self._slots[key] = run
                 return
+            if type(held) is _Slot:
+                slot = held
+            else:
+                slot = self._slots[key] = _Slot(held)
             future: asyncio.Future[None] = loop.create_future()
             entry = (run, future)
             slot.waiters.append(entry)
@@ -73,9 +76,13 @@ class SessionSlots:
     def release(self, key: SessionKey, run: Any) -> None:
         """Give ``key``'s slot to the next waiter (if ``run`` holds it)."""
         with self._lock:
-            slot = self._slots.get(key)
-            if slot is None or slot.active is not run:
+            held = self._slots.get(key)
+            if held is run:  # uncontended
+                del self._slots[key]
                 return
+            if type(held) is not _Slot or held.active is not run:
+                return
+            slot = held
             while slot.waiters:
                 nxt, future = slot.waiters.popleft()
                 if future.cancelled():
@@ -83,7 +90,6 @@ class SessionSlots:
                 slot.active = nxt
                 break
             else:
-                slot.active = None
                 del self._slots[key]
                 return
         floop = future.get_loop()
