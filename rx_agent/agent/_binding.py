@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .._rx import runtime_loop
@@ -81,7 +81,8 @@ class SessionBinding:
         self.held = False
         self.released = False
         self.durable = durable
-        self.recovered: list[str] = []  # tool calls repaired on load
+        # Tool calls repaired on load (durable stores; a tuple: nothing per call else).
+        self.recovered: Sequence[str] = ()
         # The default store answers at once: finishing needs no task.
         self.sync = type(store) is InMemorySessionStore
 

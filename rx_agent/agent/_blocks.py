@@ -238,24 +238,22 @@ class MessageAccumulator:
     (a retry) leaves the message of the last call.
     """
 
-    __slots__ = ("_blocks", "_by_key", "usage")
+    __slots__ = ("_by_key", "usage")
 
     def __init__(self) -> None:
-        self._blocks: list[_Part] = []
+        # The parts by key, in the order they started (a dict keeps it; an empty one
+        # is no work for the garbage collector while a call waits for its model).
         self._by_key: dict[str, _Part] = {}
         self.usage: ChatUsage | None = None
 
     def reset(self) -> None:
-        self._blocks = []
         self._by_key = {}
         self.usage = None
 
     def part(self, kind: str, key: str, extra: Any = None) -> _Part:
         part = self._by_key.get(key)
         if part is None:
-            part = _Part(kind, key, extra)
-            self._by_key[key] = part
-            self._blocks.append(part)
+            part = self._by_key[key] = _Part(kind, key, extra)
         return part
 
     def feed(self, event: AgentEvent) -> None:
@@ -268,11 +266,11 @@ class MessageAccumulator:
 
     @property
     def empty(self) -> bool:
-        return not self._blocks
+        return not self._by_key
 
     def build(self, name: str | None) -> Msg:
         content: list[ContentBlock] = []
-        for part in self._blocks:
+        for part in self._by_key.values():
             text = "".join(part.parts)
             if not text.isascii():  # what is stored must serialize
                 text = scrub(text)

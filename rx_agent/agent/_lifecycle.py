@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
+from collections.abc import Sequence
 from typing import Any, cast
 
 import reactivex
@@ -272,13 +273,15 @@ class Run(rxabc.DisposableBase):
             scope.tool_ctx.agent_state = state
             if self.caller_ctx is not None:
                 self.caller_ctx.agent_state = state
-            input_messages = list(inp.msgs)
+            input_messages: Sequence[Msg] = inp.msgs
             if self.phase is Phase.STARTED:
                 try:
-                    pending = self.config.plan.notify_state_ready(scope.agent, ctx, state,
-                                                                  input_messages)
-                    if pending is not None:  # an async hook
-                        await pending
+                    plan = self.config.plan
+                    if ExtensionPoint.ON_AGENT_STATE_READY in plan.layered:
+                        input_messages = edited = list(inp.msgs)  # the hooks may edit it
+                        pending = plan.notify_state_ready(scope.agent, ctx, state, edited)
+                        if pending is not None:  # an async hook
+                            await pending
                 except BaseException:
                     self.phase = Phase.REFUSED
                     raise

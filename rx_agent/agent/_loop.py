@@ -8,7 +8,7 @@ the ``on_model_call`` chain (so a middleware's rewrite is what the context store
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import reactivex
@@ -120,7 +120,8 @@ class ReActLoop:
             return (self.system_msg, *state.context)
         return tuple(state.context)
 
-    async def run(self, state: AgentState, input_messages: list[Msg], inp: AgentInput) -> Msg:
+    async def run(self, state: AgentState, input_messages: Sequence[Msg],
+                  inp: AgentInput) -> Msg:
         """The whole loop; returns the reply's final message (stored in the context)."""
         scope = self.scope
         config = scope.config
