@@ -187,12 +187,25 @@ class Suite:
             for kind in ("sync", "async"):
                 samples[kind] += await w.time_runs(
                     lambda kind=kind: w.tool_agent(kind, self.n_rounds), 1, warmup=0)
+        # The hop alone, next to its floor (two bare threads): what is left of a sync
+        # round's extra wall time once the runtime's own work is gone is the OS waking
+        # a parked thread twice, which no executor design avoids.
+        hops: dict[str, list[float]] = {"tools": [], "bare": []}
+        for _ in range(max(3, reps // 4)):
+            for kind in ("tools", "bare"):
+                hops[kind].append(await w.hop_seconds(kind, 200))
         per = {k: median(v) / self.n_rounds * 1e6 for k, v in samples.items()}
-        self.results["tools"] = per
+        hop = {k: median(v) * 1e6 for k, v in hops.items()}
+        self.results["tools"] = {**per, "hop_tools": hop["tools"], "hop_bare": hop["bare"]}
         self.row("per round, async tool: ours us", f"{per['async']:.1f}")
         self.row("per round, sync tool (thread hop): ours us", f"{per['sync']:.1f}")
         self.row("sync tool round / async tool round", f"{per['sync'] / per['async']:.2f}x",
                  "<= 1.5x")
+        self.row("  sync round - async round (the hop in a round): us",
+                 f"{per['sync'] - per['async']:.1f}")
+        self.row("  loop -> tool thread -> loop, alone: us", f"{hop['tools']:.1f}")
+        self.row("  the floor: bare lock + call_soon_threadsafe: us", f"{hop['bare']:.1f}")
+        self.row("  tool-thread hop / floor", f"{hop['tools'] / hop['bare']:.2f}x")
 
     # 8: objects per call -------------------------------------------------------------
     async def objects(self) -> None:

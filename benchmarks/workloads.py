@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import os
 import statistics
@@ -138,6 +139,53 @@ def tool_agent(kind: str, rounds: int) -> ReActAgent:
     script.append(["The ", "answer."])
     return ReActAgent(name="bench", model=ScriptedModel(script), toolkit=Toolkit([fn]),
                       max_iters=rounds + 1)
+
+
+async def hop_seconds(kind: str, hops: int) -> float:
+    """Wall seconds per round trip from the running loop to a parked thread and back.
+
+    ``"tools"``: through the runtime's tool threads (what a sync tool round pays);
+    ``"bare"``: the floor, one ``threading.Lock`` handoff out and one
+    ``call_soon_threadsafe`` back (no queue, no pool, no rx_agent)."""
+    loop = asyncio.get_running_loop()
+    if kind == "tools":
+        from rx_agent.tool._threads import tool_threads
+
+        pool, context = tool_threads(), contextvars.copy_context()
+        await pool.run(loop, context, _identity_value, 0)
+        start = time.perf_counter()
+        for i in range(hops):
+            await pool.run(loop, context, _identity_value, i)
+        return (time.perf_counter() - start) / hops
+    go = threading.Lock()
+    go.acquire()
+    slot: list[asyncio.Future[None]] = []
+    stop = False
+
+    def parked() -> None:
+        while True:
+            go.acquire()
+            if stop:
+                return
+            loop.call_soon_threadsafe(slot[0].set_result, None)
+
+    thread = threading.Thread(target=parked, daemon=True)
+    thread.start()
+    try:
+        start = time.perf_counter()
+        for _ in range(hops):
+            slot[:] = [loop.create_future()]
+            go.release()
+            await slot[0]
+        return (time.perf_counter() - start) / hops
+    finally:
+        stop = True
+        go.release()
+        thread.join()
+
+
+def _identity_value(value: Any) -> Any:
+    return value
 
 
 async def time_runs(make: Callable[[], ReActAgent], repeats: int, warmup: int = 1) -> list[float]:

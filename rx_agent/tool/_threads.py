@@ -12,7 +12,6 @@ like the default pool) and then stay.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import os
 import queue
@@ -29,7 +28,9 @@ class ToolThreads:
     def __init__(self, max_workers: int | None = None) -> None:
         self.max_workers = max_workers or min(32, (os.cpu_count() or 1) + 4)
         self._jobs: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)  # one permit per worker waiting for a job
+        # One entry per worker waiting for a job: list append and pop are atomic, and
+        # a worker's append costs no lock or condition (a Semaphore's does).
+        self._idle: list[None] = []
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
@@ -49,7 +50,9 @@ class ToolThreads:
         the job started skips it; a result arriving after cancellation is dropped."""
         future = loop.create_future()
         self._jobs.put((loop, future, context, fn, args))
-        if not self._idle.acquire(blocking=False):
+        try:
+            self._idle.pop()  # an idle worker will take it
+        except IndexError:
             self._grow()
         return future
 
@@ -76,18 +79,18 @@ class ToolThreads:
                     value = context.run(fn, *args)
                 except BaseException as exc:  # the tool's failure, SystemExit included
                     failed, value = True, exc
+            del context, fn, args
             # Idle before the result is out: the next job the loop sends on seeing it
-            # finds this worker rather than starting another.
-            self._idle.release()
+            # finds this worker rather than starting another. The result goes out last:
+            # the loop wakes while this thread is about to wait, not holding the GIL
+            # for long.
+            self._idle.append(None)
             if not future.cancelled():
-                _deliver(loop, future, value, failed)
-            del loop, future, context, fn, args, value
-
-
-def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: Any,
-             failed: bool) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
-        loop.call_soon_threadsafe(_settle, future, value, failed)
+                try:  # noqa: SIM105 - suppress() costs a context manager per call
+                    loop.call_soon_threadsafe(_settle, future, value, failed)
+                except RuntimeError:  # the loop closed: nobody waits any more
+                    pass
+            del loop, future, value
 
 
 def _settle(future: asyncio.Future[Any], value: Any, failed: bool) -> None:
