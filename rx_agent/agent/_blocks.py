@@ -94,6 +94,7 @@ class ChunkConverter:
         "_source",
         "_texts",
         "_thinkings",
+        "disposed",
         "finish_reason",
         "reply_id",
         "seen_chunk",
@@ -116,8 +117,11 @@ class ChunkConverter:
         self.usage: ChatUsage | None = None
         self.finish_reason: str | None = None
         self.seen_chunk = False
+        self.disposed = False  # set: chunks are ignored (the model's call was disposed)
 
     def feed(self, chunk: Any) -> None:
+        if self.disposed:
+            return
         self.seen_chunk = True
         kind = type(chunk)
         if kind is TextChunk:

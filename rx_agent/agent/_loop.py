@@ -392,14 +392,13 @@ class _ReasoningCall(DirectObservable[AgentEvent]):
         rin = self.rin
         mci = ModelCallInput(rin.messages, rin.tools, rin.options, scope.config.model)
         chain = react.model_chain
-        ending = _Accumulating(acc, rnd, observer, scope.config.name)
         if chain is None:
             # Nothing between the core and this round: the converter builds the
             # message and its events go straight to ``observer``; when no layer at
             # all reads them (a quiet call), it makes none.
             silent = scope.quiet and react.reasoning_chain is None
-            return _ModelCall(scope, mci, acc, observer.on_next, silent).direct(ending)
-        return subscribe_observer(chain(mci), ending)
+            return _ModelCall(scope, mci, acc, observer.on_next, silent, rnd).direct(observer)
+        return subscribe_observer(chain(mci), _Accumulating(acc, rnd, observer, scope.config.name))
 
 
 class _Accumulating(rxabc.ObserverBase[AgentEvent]):
@@ -437,13 +436,14 @@ class _ModelCall(DirectObservable[AgentEvent]):
     def __init__(self, scope: CallScope, mci: ModelCallInput,
                  acc: MessageAccumulator | None = None,
                  emit: Callable[[AgentEvent], None] | None = None,
-                 silent: bool = False) -> None:
+                 silent: bool = False, into: Round | None = None) -> None:
         self._subscribe = None
         self.scope = scope
         self.mci = mci
         self.acc = acc  # see ModelAttempts
         self.emit = emit
         self.silent = silent
+        self.into = into
 
     def direct(
         self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
@@ -460,6 +460,6 @@ class _ModelCall(DirectObservable[AgentEvent]):
             emit(ModelCallStartEvent.make(scope.source, reply_id=reply_id,
                                           model_name=mci.model.name))
         attempt = ModelAttempts(scope.config, scope.source, scope.loop, mci, reply_id,
-                                observer, self.acc, self.emit, self.silent)
+                                observer, self.acc, self.emit, self.silent, self.into)
         attempt.start()
         return attempt

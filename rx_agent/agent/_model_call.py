@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Protocol, cast
 
 from reactivex import abc as rxabc
 
 from .._rx import running_loop, subscribe_observer
 from ..event import AgentEvent
+from ..message import Msg
 from ..middleware.inputs import ModelCallInput
 from ..middleware.types import ModelLike
 from ..model.base import ChatModel
@@ -26,27 +27,34 @@ __all__ = ["ModelAttempts"]
 logger = logging.getLogger("rx_agent")
 
 
-class ModelAttempts(rxabc.DisposableBase):
+class _Round(Protocol):
+    """Where a model call's message goes (the ReAct round's ``msg``)."""
+
+    msg: Msg | None
+
+
+class ModelAttempts(ChunkConverter, rxabc.DisposableBase):
     """Runs one model call: attempts on the primary, then the fallback model.
 
     A failure before the first chunk is retried (``max_retries`` attempts in all,
     exponential backoff with jitter, honouring ``retry_after``); when the primary is
     spent the fallback model gets its own attempts. A failure after the first chunk
     is not retried nor failed over.
+
+    It is the model stream's observer and its own chunk converter (one object per
+    call, and a chunk goes straight to :meth:`ChunkConverter.feed`).
     """
 
     __slots__ = (
         "attempt",
         "config",
-        "converter",
-        "disposed",
         "handle",
+        "into",
         "loop",
         "mci",
         "model",
         "observer",
         "on_fallback",
-        "reply_id",
         "subscription",
     )
 
@@ -61,30 +69,30 @@ class ModelAttempts(rxabc.DisposableBase):
         acc: MessageAccumulator | None = None,
         emit: Callable[[AgentEvent], None] | None = None,
         silent: bool = False,
+        into: _Round | None = None,
     ) -> None:
+        # ``emit`` and ``acc``: the events go straight on while ``acc`` builds the
+        # message (no on_model_call layer), stored in ``into.msg`` at the end;
+        # ``observer`` still gets the ending. ``silent``: nobody reads the events,
+        # only ``acc`` is built.
+        super().__init__(reply_id, source, None if silent else emit or observer.on_next, acc)
+        self.into = into
         self.config = config
         self.loop = loop
         self.mci = mci
-        self.reply_id = reply_id
         self.observer = observer
         self.model: ModelLike = mci.model
         self.on_fallback = False
         self.attempt = 0
-        self.disposed = False
         self.subscription: rxabc.DisposableBase | None = None
         self.handle: asyncio.TimerHandle | None = None
-        # ``emit`` and ``acc``: the events go straight on while ``acc`` builds the
-        # message (no on_model_call layer); ``observer`` still gets the ending.
-        # ``silent``: nobody reads them, only ``acc`` is built.
-        self.converter = ChunkConverter(
-            reply_id, source, None if silent else emit or observer.on_next, acc)
 
     def start(self) -> None:
         if self.disposed:
             return
         self.handle = None  # a fired timer holds this method: no cycle left behind
         self.attempt += 1
-        self.converter.seen_chunk = False
+        self.seen_chunk = False
         mci = self.mci
         try:
             source = self.model.stream(mci.messages, mci.tools, mci.options)
@@ -94,15 +102,16 @@ class ModelAttempts(rxabc.DisposableBase):
         # This object is the model stream's observer (no wrapper per attempt).
         self.subscription = subscribe_observer(source, self)
 
-    def on_next(self, chunk: Any) -> None:
-        if not self.disposed:
-            self.converter.feed(chunk)
+    on_next = ChunkConverter.feed  # it ignores chunks once disposed
 
     def on_completed(self) -> None:
         if self.disposed:
             return
         self.subscription = None  # the model's subscription refers back to this object
-        self.converter.finish()
+        self.finish()
+        into, acc = self.into, self._acc
+        if into is not None and acc is not None:
+            into.msg = acc.build(self._source) if not acc.empty else None
         self.observer.on_completed()
 
     def on_error(self, exc: Exception) -> None:
@@ -112,7 +121,7 @@ class ModelAttempts(rxabc.DisposableBase):
         if self.disposed:
             return
         self.subscription = None
-        if self.converter.seen_chunk:
+        if self.seen_chunk:
             self.observer.on_error(exc)
             return
         config = self.config
