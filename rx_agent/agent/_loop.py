@@ -59,10 +59,11 @@ class Round:
 
     __slots__ = ("acc", "capture", "msg")
 
-    def __init__(self) -> None:
+    def __init__(self, capture: bool = True) -> None:
         self.msg: Msg | None = None
         self.acc: MessageAccumulator | None = None
-        self.capture: MessageAccumulator | None = MessageAccumulator()
+        # Only an on_reasoning layer can answer without the model.
+        self.capture: MessageAccumulator | None = MessageAccumulator() if capture else None
 
     def result(self, name: str) -> Msg | None:
         """The round's message: the model's, or what left ``on_reasoning`` when a
@@ -137,7 +138,9 @@ class ReActLoop:
         state.context.extend(input_messages)
         if scope.interrupted:
             return scope.close_interrupted(state)
-        prompt = await config.plan.system_prompt(scope.agent, scope.ctx, config.sys_prompt)
+        plan = config.plan
+        prompt = await plan.system_prompt(scope.agent, scope.ctx, config.sys_prompt) \
+            if ExtensionPoint.ON_SYSTEM_PROMPT in plan.layered else config.sys_prompt.strip()
         if prompt.strip():
             block = TextBlock._fast({"type": "text", "text": prompt})
             self.system_msg = Msg.make(Role.SYSTEM, [block])
@@ -169,7 +172,7 @@ class ReActLoop:
                 if ended is not None:
                     return ended
             rin = ReasoningInput(self._model_messages(state), tools, options, iteration)
-            rnd = Round()
+            rnd = Round(self.reasoning_chain is not None)
             scope.continue_request = None  # heard per round (one from compression too)
             # One reasoning step through the on_reasoning chain (inline: no coroutine
             # per round).
@@ -293,8 +296,7 @@ class ReActLoop:
         scope = self.scope
         messages = (*self._model_messages(state),
                     Msg(role=Role.USER, content=[HintBlock(hint=_SUMMARY_HINT)]))
-        rnd = Round()
-        rnd.capture = None
+        rnd = Round(capture=False)
         self.round = rnd
         try:
             await scope.run_step(

@@ -343,8 +343,26 @@ _tickers: weakref.WeakValueDictionary[tuple[int, float], _Ticker] = (
 
 
 def _ticker(loop: asyncio.AbstractEventLoop, delay: float) -> _Ticker:
+    last = _last()
+    if last is not None and last.loop is loop and last.delay == delay:
+        return last  # the usual case: every playback of a run on one loop and delay
     key = (id(loop), delay)
     found = _tickers.get(key)
     if found is None or found.loop is not loop:
         found = _tickers[key] = _Ticker(loop, delay)
+    _remember(found)
     return found
+
+
+def _none() -> None:
+    return None
+
+
+# The ticker found last, held weakly like the map's (a C call to read, not a lookup
+# through WeakValueDictionary's Python methods).
+_last: Callable[[], _Ticker | None] = _none
+
+
+def _remember(ticker: _Ticker) -> None:
+    global _last
+    _last = weakref.ref(ticker)
