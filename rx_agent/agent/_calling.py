@@ -112,11 +112,12 @@ class Calling:
         inp = normalize(msgs)
         check_ctx(ctx)
         model = check_structured_model(structured_model)
+        agent = cast(Agent, self)  # once per stream(), not per subscription
 
         def subscribe(
             observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
         ) -> rxabc.DisposableBase:
-            run = Run(cast(Agent, self), self._config, self._slots, ctx, inp, model)
+            run = Run(agent, self._config, self._slots, ctx, inp, model)
             return run.subscribe(observer, scheduler)
 
         return DirectObservable(subscribe)
@@ -168,7 +169,9 @@ class Calling:
         # One Run observed by one slotted object: no Observable, closure or
         # disposable of call()/stream() in between (they would be built and dropped).
         outcome = _Outcome(asyncio.get_running_loop().create_future(), self.name)
-        run = Run(cast(Agent, self), self._config, self._slots, ctx, inp, model, quiet=True)
+        # ``self`` is the ReActAgent this class is mixed into (no cast(): a call less).
+        run = Run(self, self._config, self._slots, ctx, inp, model,  # type: ignore[arg-type]
+                  quiet=True)
         run.subscribe(outcome)
         try:
             return await outcome.future

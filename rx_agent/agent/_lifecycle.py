@@ -215,7 +215,7 @@ class Run(rxabc.DisposableBase):
             return
         kind = type(event)
         if kind is AgentResultEvent:
-            self.result = cast(AgentResultEvent, event).result
+            self.result = event.result  # type: ignore[attr-defined]  # an AgentResultEvent
         elif self.quiet and kind in _PLAIN_EVENTS:
             return
         elif self.checked and kind not in EVENT_TYPES and not is_event(event):

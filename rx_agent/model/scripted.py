@@ -142,8 +142,9 @@ class ScriptedModel(ChatModel):
                 yield item  # an exception: the stream fails here
                 return
         prompt = sum(len(m.text) + len(m.thinking) for m in messages)
-        yield UsageChunk(ChatUsage(input_tokens=_estimate_tokens(prompt),
-                                   output_tokens=_estimate_tokens(produced)))
+        yield UsageChunk(ChatUsage._fast({  # ints it made itself: no validation
+            "input_tokens": _estimate_tokens(prompt), "output_tokens": _estimate_tokens(produced),
+            "cached_tokens": None, "reasoning_tokens": None, "time": None}))
         yield FinishChunk("tool_calls" if tool_index else "stop")
 
     def stream(
