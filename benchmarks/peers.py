@@ -110,13 +110,24 @@ class Suite:
                   flush=True)
 
     def figures(self) -> dict[str, dict[str, float]]:
-        """Median per workload and framework, plus the derived per-round and per-layer."""
-        med = {w: {n: statistics.median(v) for n, v in per.items()}
-               for w, per in self.samples.items()}
-        med["tool_round"] = {n: med["tool_call"][n] - med["call"][n] for n in self.names}
-        med["per_layer"] = {n: (med["layered"][n] - med["tool_call"][n]) / self.args.layers
-                            for n in self.names}
-        return med
+        return figures(self.samples, self.names, self.args.layers)
+
+
+def figures(samples: dict[str, dict[str, list[float]]], names: list[str],
+            layers: int) -> dict[str, dict[str, float]]:
+    """Median per workload and framework, plus the derived per-round and per-layer
+    figures: the median of the differences within each repeat (the two workloads ran
+    seconds apart there), not the difference of two medians, which drift between
+    repeats can move by more than a layer costs."""
+    med = {w: {n: statistics.median(v) for n, v in per.items()} for w, per in samples.items()}
+
+    def paired(minuend: str, subtrahend: str, n: str) -> float:
+        return statistics.median(a - b for a, b in zip(samples[minuend][n],
+                                                       samples[subtrahend][n], strict=True))
+
+    med["tool_round"] = {n: paired("tool_call", "call", n) for n in names}
+    med["per_layer"] = {n: paired("layered", "tool_call", n) / layers for n in names}
+    return med
 
 
 ROWS = [

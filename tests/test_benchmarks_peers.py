@@ -98,3 +98,29 @@ def test_the_driver_prints_one_table_for_ours_alone() -> None:
     for row in ("CPU per call: 5-chunk reply", "CPU per tool round", "CPU per layer",
                 "10 concurrent calls: wall / one call's wall", "CPU per call with 10 in flight"):
         assert f"| {row}" in done.stdout, done.stdout
+
+
+def _load_driver() -> object:
+    path = ROOT / "benchmarks" / "peers.py"
+    spec = importlib.util.spec_from_file_location("rx_agent_bench_peers_driver", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_derived_figures_pair_the_workloads_of_each_repeat() -> None:
+    driver = _load_driver()
+    # Repeat 2 ran 3,000 µs slower throughout, repeat 3 sped up during its layered
+    # batch. Each repeat's own gap is 100 µs per layer in two of three repeats; the
+    # difference of the two medians would say 90.
+    samples = {
+        "call": {"x": [1000.0, 4000.0, 1100.0]},
+        "tool_call": {"x": [1500.0, 4500.0, 1600.0]},
+        "layered": {"x": [2500.0, 5500.0, 1700.0]},
+    }
+    fig = driver.figures(samples, ["x"], 10)  # type: ignore[attr-defined]
+    assert fig["call"]["x"] == 1100.0
+    assert fig["tool_round"]["x"] == 500.0
+    assert fig["per_layer"]["x"] == 100.0

@@ -109,6 +109,7 @@ class Run(rxabc.DisposableBase):
         "scope",
         "subscription",
         "task",
+        "thread",
     )
 
     def __init__(
@@ -148,6 +149,7 @@ class Run(rxabc.DisposableBase):
         self.failed = False
         self.driving = False
         self.task: asyncio.Task[None] | None = None  # the call's own task (no on_agent layer)
+        self.thread = 0  # the loop's thread, once subscribed
         self.react = ReActLoop(scope, structured_model)
         # Only an on_agent middleware can put a non-event into the caller's stream.
         self.checked = ExtensionPoint.ON_AGENT in config.plan.layered
@@ -170,12 +172,14 @@ class Run(rxabc.DisposableBase):
         scope = self.scope
         loop = running_loop()
         if loop is not None:
-            scope.loop, scope.affinity = loop, affinity(loop)
+            where = affinity(loop)
+            scope.loop, scope.affinity, self.thread = loop, where, where.thread
             self._start(observer)
         else:
             loop = runtime_loop()
-            scope.loop, scope.affinity = loop, affinity(loop)
-            scope.affinity.hop(self._start, observer)
+            where = affinity(loop)
+            scope.loop, scope.affinity, self.thread = loop, where, where.thread
+            where.hop(self._start, observer)
         return self  # the subscription: dispose() is thread-safe
 
     def dispose(self) -> None:
@@ -205,9 +209,9 @@ class Run(rxabc.DisposableBase):
                                              self._on_completed)
 
     def _on_next(self, event: AgentEvent) -> None:
-        where = self.scope.affinity
-        assert where is not None
-        if _thread_id() != where.thread:  # an on_agent middleware hopped threads
+        if _thread_id() != self.thread:  # an on_agent middleware hopped threads
+            where = self.scope.affinity
+            assert where is not None
             where.hop(self._on_next, event)
             return
         observer = self.observer
