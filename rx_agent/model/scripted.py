@@ -251,7 +251,10 @@ class _Timed(rxabc.DisposableBase):
         # Queue the next chunk before on_next, which may dispose (then it is skipped).
         if more:
             ticker = self.ticker
-            ticker.add(ticker.loop, self)
+            if ticker.armed:  # inside the ticker's fire: it re-arms itself at the end
+                ticker.queue.append((ticker.clock() + ticker.delay, self))
+            else:
+                ticker.add(ticker.loop, self)
         observer.on_next(chunk)
         if not more and not self.disposed:
             observer.on_completed()
