@@ -33,7 +33,10 @@ def _label(mw: MiddlewareBase) -> str:
 
 
 class ExecutionPlan:
-    """Participants per extension point, outermost first, frozen at build time."""
+    """Participants per extension point, outermost first, frozen at build time.
+
+    ``layered`` is the frozenset of points where :meth:`wrap` builds at least one
+    layer (a participant that kept the default onion hook builds none)."""
 
     __slots__ = (
         "_hook_labels",
