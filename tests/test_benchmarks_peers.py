@@ -16,10 +16,9 @@ import rx_agent
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_client() -> object:
+def _load(relative: str, name: str) -> object:
     # By path, so benchmarks/ never lands on sys.path (its module names are generic).
-    path = ROOT / "benchmarks" / "peers" / "client.py"
-    spec = importlib.util.spec_from_file_location("rx_agent_bench_peers_client", path)
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / relative)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -27,7 +26,7 @@ def _load_client() -> object:
     return module
 
 
-_client = _load_client()
+_client = _load("peers/client.py", "rx_agent_bench_peers_client")
 Worker = _client.Worker  # type: ignore[attr-defined]
 WorkerError = _client.WorkerError  # type: ignore[attr-defined]
 
@@ -100,18 +99,8 @@ def test_the_driver_prints_one_table_for_ours_alone() -> None:
         assert f"| {row}" in done.stdout, done.stdout
 
 
-def _load_driver() -> object:
-    path = ROOT / "benchmarks" / "peers.py"
-    spec = importlib.util.spec_from_file_location("rx_agent_bench_peers_driver", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_derived_figures_pair_the_workloads_of_each_repeat() -> None:
-    driver = _load_driver()
+    driver = _load("peers.py", "rx_agent_bench_peers_driver")
     # Repeat 2 ran 3,000 µs slower throughout, repeat 3 sped up during its layered
     # batch. Each repeat's own gap is 100 µs per layer in two of three repeats; the
     # difference of the two medians would say 90.
