@@ -65,7 +65,14 @@ def is_clean(value: object) -> bool:
     call or a label per item (the labelled walk runs only to name a bad one)."""
     stack: list[Any] = [value]
     pop, push, extend, kinds = stack.pop, stack.append, stack.extend, _KINDS
+    budget = _BUDGET
     while stack:
+        budget -= 1
+        if not budget:
+            # No visited set (it would cost every call): a value this large, or one
+            # that contains itself, gets the labelled walk, which raises
+            # RecursionError on a cycle as it always did.
+            return False
         item = pop()
         kind = kinds.get(type(item))
         if kind is None:
@@ -84,6 +91,8 @@ def is_clean(value: object) -> bool:
             extend(item.values())
     return True
 
+
+_BUDGET = 100_000  # items one walk looks at before it hands over to the labelled walk
 
 # What the walk does per class (found once per class): nothing, a text check, the
 # items of a list or tuple, the keys and values of a dict, the fields of a record.

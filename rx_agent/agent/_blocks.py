@@ -213,7 +213,8 @@ class ChunkConverter:
                                              tool_call_id=call_id, tool_call_name=name))
 
     def finish(self) -> None:
-        """Close what is open and emit ``ModelCallEndEvent``."""
+        """Close what is open, hand the usage to ``acc`` (when building) and emit
+        ``ModelCallEndEvent`` (when emitting)."""
         self._close()
         for index in sorted(self._calls):
             self._end_call(index)

@@ -370,7 +370,8 @@ def _closed(inp: Any) -> Observable[AgentEvent]:
 
 class _ReasoningCall(DirectObservable[AgentEvent]):
     """One subscription of the reasoning core: the ``on_model_call`` chain, its events
-    fed to the round's accumulator on their way out."""
+    fed to the round's accumulator on their way out; with no layer there, the model
+    call itself builds the round's message (and, on a quiet call, emits no events)."""
 
     def __init__(self, react: ReActLoop, rin: ReasoningInput) -> None:
         self._subscribe = None

@@ -35,8 +35,9 @@ def _label(mw: MiddlewareBase) -> str:
 class ExecutionPlan:
     """Participants per extension point, outermost first, frozen at build time.
 
-    ``layered`` is the frozenset of points where :meth:`wrap` builds at least one
-    layer (a participant that kept the default onion hook builds none)."""
+    ``layered`` is the frozenset of points with a hook to run: at an onion point, a
+    layer :meth:`wrap` builds (a participant that kept the default hook builds none);
+    at the other points, any participant."""
 
     __slots__ = (
         "_hook_labels",
@@ -101,8 +102,8 @@ class ExecutionPlan:
                 labels.append(label)
             self._hooks[point] = tuple(entries)
             self._hook_labels[point] = tuple(labels)
-        # The points where ``wrap`` builds a layer; read as ``point in plan.layered``
-        # when a call starts (no method call per point and call).
+        # The points with a hook to run (see the class docstring); read as
+        # ``point in plan.layered`` when a call starts (no method call per point).
         self.layered: frozenset[ExtensionPoint] = frozenset(
             point for point, entries in self._hooks.items() if entries)
 

@@ -142,9 +142,8 @@ class ScriptedModel(ChatModel):
                 yield item  # an exception: the stream fails here
                 return
         prompt = sum(len(m.text) + len(m.thinking) for m in messages)
-        yield UsageChunk(ChatUsage._fast({  # ints it made itself: no validation
-            "input_tokens": _estimate_tokens(prompt), "output_tokens": _estimate_tokens(produced),
-            "cached_tokens": None, "reasoning_tokens": None, "time": None}))
+        yield UsageChunk(ChatUsage(input_tokens=_estimate_tokens(prompt),
+                                   output_tokens=_estimate_tokens(produced)))
         yield FinishChunk("tool_calls" if tool_index else "stop")
 
     def stream(
@@ -251,7 +250,9 @@ class _Timed(rxabc.DisposableBase):
         # Queue the next chunk before on_next, which may dispose (then it is skipped).
         if more:
             ticker = self.ticker
-            if ticker.armed:  # inside the ticker's fire: it re-arms itself at the end
+            # Steps run inside the ticker's fire(), which re-arms the timer at its end:
+            # the chunk only joins the queue (add() stays for a step run any other way).
+            if ticker.armed:
                 ticker.queue.append((ticker.clock() + ticker.delay, self))
             else:
                 ticker.add(ticker.loop, self)
@@ -300,8 +301,9 @@ class _Ticker:
     def __init__(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
         self.loop = loop
         # asyncio's own loops tell time with time.monotonic (a Python method call per
-        # chunk otherwise); any other loop is asked.
-        base_time = getattr(type(loop), "time", None)
+        # chunk otherwise); any other loop, or one whose time() was patched on the
+        # instance (a fast-forwarding test helper), is asked, here and in fire().
+        base_time = getattr(loop.time, "__func__", None)
         self.clock: Callable[[], float] = time.monotonic \
             if base_time is asyncio.BaseEventLoop.time else loop.time
         self.delay = delay
@@ -318,7 +320,7 @@ class _Ticker:
 
     def fire(self) -> None:
         loop, queue = self.loop, self.queue
-        end = loop.time() + _RESOLUTION
+        end = self.clock() + _RESOLUTION
         # A step queues its next chunk ``delay`` (> 0) later: past ``end``.
         while queue and queue[0][0] <= end:
             timed = queue.popleft()[1]

@@ -224,3 +224,33 @@ async def test_acall_with_no_layer_builds_no_block_events(monkeypatch: Any) -> N
     assert msg.text == "abc" and made == []
     await agent.stream("hi", RuntimeContext(session_id="two")).pipe(ops.to_list())
     assert len(made) == 3
+
+
+def test_a_value_that_contains_itself_gets_the_labelled_walk() -> None:
+    from rx_agent._text import check_value
+
+    looped: dict[str, Any] = {}
+    looped["self"] = looped
+    assert is_clean(looped) is False  # it ends (a budget), rather than walking forever
+    with pytest.raises(RecursionError):
+        check_value(looped, "input")  # as the labelled walk always did
+    big = [["x"] * 1000 for _ in range(200)]  # over the budget, but clean
+    assert is_clean(big) is False
+    check_value(big, "input")  # passes: only the labelled walk decides
+
+
+async def test_scripted_delays_follow_a_loop_clock_patched_on_the_instance() -> None:
+    import time
+
+    loop = asyncio.get_running_loop()
+    real = loop.time
+    loop.time = lambda: real() + 1000.0  # type: ignore[method-assign]  # a shifted clock
+    try:
+        model = ScriptedModel([["a", "b", "c"]], delay=0.05)
+        start = time.monotonic()
+        chunks = await model.stream([Msg(role=Role.USER, content="hi")]).pipe(ops.to_list())
+        elapsed = time.monotonic() - start
+    finally:
+        del loop.time  # back to the class's method
+    assert len(chunks) == 5  # three texts, usage, finish
+    assert elapsed >= 0.2  # every one of the five chunks waited its 50 ms
