@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from reactivex import Observable, abc
+from reactivex.disposable import SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 from reactivex.scheduler.eventloop import AsyncIOScheduler
 
@@ -44,10 +45,12 @@ __all__ = [
     "FIRST_CONTENT",
     "Op",
     "Operator",
+    "Relay",
     "check_seconds",
     "clock",
     "default_scheduler",
     "direct",
+    "relay_op",
     "subscribe_to",
     "with_delta",
 ]
@@ -126,6 +129,61 @@ def subscribe_to(
         raise TypeError(f"an rx_agent operator was applied to {type(source).__name__}, "
                         "expected an Observable")
     return source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
+
+
+class Relay:
+    """One subscription of an operator that forwards to ``observer``: its source's
+    subscription (``upstream``) and whether the stream already ended here."""
+
+    __slots__ = ("forward", "observer", "stopped", "upstream")
+
+    def __init__(self, observer: abc.ObserverBase[Any]) -> None:
+        self.observer = observer
+        self.forward = observer.on_next
+        self.stopped = False
+        self.upstream = SingleAssignmentDisposable()
+
+    def fail(self, exc: Exception) -> None:
+        """End the stream with ``exc`` (a user function raised) and dispose the source:
+        nothing more is forwarded."""
+        self.stopped = True
+        self.observer.on_error(exc)
+        self.upstream.dispose()
+
+    def on_error(self, exc: Exception) -> None:
+        if not self.stopped:
+            self.observer.on_error(exc)
+
+    def on_completed(self) -> None:
+        if not self.stopped:
+            self.observer.on_completed()
+
+
+Handlers = tuple[Callable[[Any], None], Callable[[Exception], None], Callable[[], None]]
+
+
+def relay_op(name: str, start: Callable[[Relay], Callable[[Any], None] | Handlers]) -> Op:
+    """An operator whose every subscription is one :class:`Relay`: ``start(relay)``
+    gives the source's ``on_next`` (the relay's own terminal signals then apply), or
+    ``(on_next, on_error, on_completed)`` for an operator that holds items back."""
+
+    def operator(source: Observable[Any]) -> Observable[Any]:
+        def subscribe(
+            observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            relay = Relay(observer)
+            handlers = start(relay)
+            if isinstance(handlers, tuple):
+                on_next, on_error, on_completed = handlers
+            else:
+                on_next, on_error, on_completed = handlers, relay.on_error, relay.on_completed
+            relay.upstream.disposable = subscribe_to(source, on_next, on_error, on_completed,
+                                                     scheduler)
+            return relay.upstream
+
+        return direct(subscribe)
+
+    return Op(name, operator)
 
 
 class _Sink:

@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from reactivex import Observable, abc
-from reactivex.disposable import SingleAssignmentDisposable
-
 from ..event import (
     AgentEvent,
     DataBlockDeltaEvent,
@@ -23,7 +20,7 @@ from ..event import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from ._base import Op, Operator, direct, subscribe_to
+from ._base import Operator, Relay, relay_op
 from ._select import type_match
 
 __all__ = ["inject_after", "inject_before"]
@@ -100,50 +97,30 @@ def _inject(
     if not callable(factory):
         raise TypeError(f"{who}() takes a factory function, not {type(factory).__name__}")
 
-    def operator(source: Observable[AgentEvent]) -> Observable[AgentEvent]:
-        def subscribe(
-            observer: abc.ObserverBase[AgentEvent], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            forward = observer.on_next
-            upstream = SingleAssignmentDisposable()
-            stopped = False
+    def start(relay: Relay) -> Callable[[AgentEvent], None]:
+        forward = relay.forward
 
-            def on_next(event: AgentEvent) -> None:
-                nonlocal stopped
-                if stopped:
-                    return
-                try:
-                    extra = _batch(who, factory(event)) if test(event) else None
-                except Exception as exc:
-                    stopped = True
-                    observer.on_error(exc)
-                    upstream.dispose()
-                    return
-                if not extra:
-                    forward(event)
-                    return
-                if after:
-                    forward(event)
-                for injected in extra:
-                    forward(injected)
-                if not after:
-                    forward(event)
+        def on_next(event: AgentEvent) -> None:
+            if relay.stopped:
+                return
+            try:
+                extra = _batch(who, factory(event)) if test(event) else None
+            except Exception as exc:
+                relay.fail(exc)
+                return
+            if not extra:
+                forward(event)
+                return
+            if after:
+                forward(event)
+            for injected in extra:
+                forward(injected)
+            if not after:
+                forward(event)
 
-            def on_error(exc: Exception) -> None:
-                if not stopped:
-                    observer.on_error(exc)
+        return on_next
 
-            def on_completed() -> None:
-                if not stopped:
-                    observer.on_completed()
-
-            upstream.disposable = subscribe_to(source, on_next, on_error, on_completed,
-                                               scheduler)
-            return upstream
-
-        return direct(subscribe)
-
-    return Op(f"{who}()", operator)
+    return relay_op(f"{who}()", start)
 
 
 def inject_before(predicate: Predicate, factory: Factory) -> Operator[AgentEvent, AgentEvent]:

@@ -13,9 +13,6 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from reactivex import Observable, abc
-from reactivex.disposable import SingleAssignmentDisposable
-
 from ..event import (
     AgentEvent,
     ModelCallEndEvent,
@@ -24,7 +21,7 @@ from ..event import (
     ThinkingBlockDeltaEvent,
     ThinkingBlockEndEvent,
 )
-from ._base import Op, Operator, direct, subscribe_to, with_delta
+from ._base import Handlers, Operator, Relay, relay_op, with_delta
 from ._patterns import Rule, rules
 
 __all__ = ["Redactor", "redact"]
@@ -129,87 +126,74 @@ def redact(
     redactor = Redactor(patterns, replacement)
     keep = max(redactor.behind, 1)
 
-    def operator(source: Observable[AgentEvent]) -> Observable[AgentEvent]:
-        def subscribe(
-            observer: abc.ObserverBase[AgentEvent], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            forward = observer.on_next
-            upstream = SingleAssignmentDisposable()
-            blocks: dict[tuple[str, str, str], _Block] = {}
-            stopped = False
+    def start(relay: Relay) -> Handlers:
+        forward = relay.forward
+        blocks: dict[tuple[str, str, str], _Block] = {}
 
-            def fail(exc: Exception) -> None:
-                nonlocal stopped
-                stopped = True
-                blocks.clear()
-                observer.on_error(exc)
-                upstream.dispose()
+        def fail(exc: Exception) -> None:
+            blocks.clear()
+            relay.fail(exc)
 
-            def flush(block: _Block) -> None:
-                if block.pending:
-                    out, _ = redactor.scan(block.context, block.pending, True)
-                    if out:
-                        forward(with_delta(block.last, out))
+        def flush(block: _Block) -> None:
+            if block.pending:
+                out, _ = redactor.scan(block.context, block.pending, True)
+                if out:
+                    forward(with_delta(block.last, out))
 
-            def on_next(event: AgentEvent) -> None:
-                if stopped:
+        def on_next(event: AgentEvent) -> None:
+            if relay.stopped:
+                return
+            kind = type(event)
+            tag = _DELTAS.get(kind)
+            if tag is not None:
+                key = (tag, event.reply_id, event.block_id)  # type: ignore[attr-defined]
+                block = blocks.get(key)
+                if block is None:
+                    block = blocks[key] = _Block(event)
+                block.last = event
+                text = block.pending + event.delta  # type: ignore[attr-defined]
+                try:
+                    out, used = redactor.scan(block.context, text, False)
+                except Exception as exc:  # a pattern's check raised
+                    fail(exc)
                     return
-                kind = type(event)
-                tag = _DELTAS.get(kind)
+                if used:
+                    block.context = (block.context + text[:used])[-keep:]
+                    block.pending = text[used:]
+                else:
+                    block.pending = text
+                if out:
+                    forward(with_delta(event, out))
+                return
+            tag = _ENDS.get(kind)
+            try:
                 if tag is not None:
-                    key = (tag, event.reply_id, event.block_id)  # type: ignore[attr-defined]
-                    block = blocks.get(key)
-                    if block is None:
-                        block = blocks[key] = _Block(event)
-                    block.last = event
-                    text = block.pending + event.delta  # type: ignore[attr-defined]
-                    try:
-                        out, used = redactor.scan(block.context, text, False)
-                    except Exception as exc:  # a pattern's check raised
-                        fail(exc)
-                        return
-                    if used:
-                        block.context = (block.context + text[:used])[-keep:]
-                        block.pending = text[used:]
-                    else:
-                        block.pending = text
-                    if out:
-                        forward(with_delta(event, out))
-                    return
-                tag = _ENDS.get(kind)
-                try:
-                    if tag is not None:
-                        block = blocks.pop((tag, event.reply_id, event.block_id), None)  # type: ignore[attr-defined]
-                        if block is not None:
-                            flush(block)
-                    elif blocks and kind is ModelCallEndEvent:
-                        for key in [k for k in blocks if k[1] == event.reply_id]:  # type: ignore[attr-defined]
-                            flush(blocks.pop(key))
-                except Exception as exc:
-                    fail(exc)
-                    return
-                forward(event)
+                    block = blocks.pop((tag, event.reply_id, event.block_id), None)  # type: ignore[attr-defined]
+                    if block is not None:
+                        flush(block)
+                elif blocks and kind is ModelCallEndEvent:
+                    for key in [k for k in blocks if k[1] == event.reply_id]:  # type: ignore[attr-defined]
+                        flush(blocks.pop(key))
+            except Exception as exc:
+                fail(exc)
+                return
+            forward(event)
 
-            def on_error(exc: Exception) -> None:
-                if not stopped:
-                    blocks.clear()
-                    observer.on_error(exc)
+        def on_error(exc: Exception) -> None:
+            blocks.clear()
+            relay.on_error(exc)
 
-            def on_completed() -> None:
-                if stopped:
-                    return
-                try:
-                    while blocks:
-                        flush(blocks.pop(next(iter(blocks))))
-                except Exception as exc:
-                    fail(exc)
-                    return
-                observer.on_completed()
+        def on_completed() -> None:
+            if relay.stopped:
+                return
+            try:
+                while blocks:
+                    flush(blocks.pop(next(iter(blocks))))
+            except Exception as exc:
+                fail(exc)
+                return
+            relay.on_completed()
 
-            upstream.disposable = subscribe_to(source, on_next, on_error, on_completed,
-                                               scheduler)
-            return upstream
+        return on_next, on_error, on_completed
 
-        return direct(subscribe)
-
-    return Op("redact()", operator)
+    return relay_op("redact()", start)

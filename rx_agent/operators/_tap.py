@@ -10,9 +10,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from reactivex import Observable, abc
-from reactivex.disposable import SingleAssignmentDisposable
-
 from ..event import (
     AgentEvent,
     ModelCallEndEvent,
@@ -22,7 +19,7 @@ from ..event import (
     ToolCallStartEvent,
 )
 from ..message import ChatUsage, ToolUseBlock
-from ._base import Op, Operator, direct, subscribe_to
+from ._base import Operator, Relay, relay_op
 
 __all__ = ["on_text", "on_tool_call", "tap", "tap_usage"]
 
@@ -38,43 +35,23 @@ def tap(
     """An operator that forwards every event after ``inspect(event)`` (a fresh one per
     subscription from ``make``) has seen it; ``inspect`` raising fails the stream."""
 
-    def operator(source: Observable[AgentEvent]) -> Observable[AgentEvent]:
-        def subscribe(
-            observer: abc.ObserverBase[AgentEvent], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            inspect = make()
-            forward = observer.on_next
-            upstream = SingleAssignmentDisposable()
-            stopped = False
+    def start(relay: Relay) -> Callable[[AgentEvent], None]:
+        inspect = make()
+        forward = relay.forward
 
-            def on_next(event: AgentEvent) -> None:
-                nonlocal stopped
-                if stopped:
-                    return
-                try:
-                    inspect(event)
-                except Exception as exc:
-                    stopped = True
-                    observer.on_error(exc)
-                    upstream.dispose()
-                    return
-                forward(event)
+        def on_next(event: AgentEvent) -> None:
+            if relay.stopped:
+                return
+            try:
+                inspect(event)
+            except Exception as exc:
+                relay.fail(exc)
+                return
+            forward(event)
 
-            def on_error(exc: Exception) -> None:
-                if not stopped:
-                    observer.on_error(exc)
+        return on_next
 
-            def on_completed() -> None:
-                if not stopped:
-                    observer.on_completed()
-
-            upstream.disposable = subscribe_to(source, on_next, on_error, on_completed,
-                                               scheduler)
-            return upstream
-
-        return direct(subscribe)
-
-    return Op(name, operator)
+    return relay_op(name, start)
 
 
 def tap_usage(fn: Callable[[ChatUsage], Any]) -> Operator[AgentEvent, AgentEvent]:

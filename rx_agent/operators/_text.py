@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from reactivex import Observable, abc
-from reactivex.disposable import SingleAssignmentDisposable
-
 from ..event import AgentEvent, ModelCallEndEvent, TextBlockDeltaEvent, TextBlockEndEvent
-from ._base import Op, Operator, direct, subscribe_to, with_delta
+from ._base import Handlers, Operator, Relay, relay_op, with_delta
 
 __all__ = ["map_text"]
 
@@ -44,52 +41,32 @@ def map_text(
 
 
 def _each(fn: Callable[[str], str]) -> Operator[AgentEvent, AgentEvent]:
-    def operator(source: Observable[AgentEvent]) -> Observable[AgentEvent]:
-        def subscribe(
-            observer: abc.ObserverBase[AgentEvent], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            forward = observer.on_next
-            upstream = SingleAssignmentDisposable()
-            stopped = False
+    def start(relay: Relay) -> Callable[[AgentEvent], None]:
+        forward = relay.forward
 
-            def on_next(event: AgentEvent) -> None:
-                nonlocal stopped
-                if stopped:
-                    return
-                # Exact types, as the runtime's message builder reads them.
-                if type(event) is not TextBlockDeltaEvent:
-                    forward(event)
-                    return
-                old = event.delta
-                try:
-                    new = fn(old)
-                    if type(new) is not str:
-                        raise _not_str(new)
-                except Exception as exc:
-                    stopped = True
-                    observer.on_error(exc)
-                    upstream.dispose()
-                    return
-                if new == old:
-                    forward(event)
-                elif new:
-                    forward(with_delta(event, new))
+        def on_next(event: AgentEvent) -> None:
+            if relay.stopped:
+                return
+            # Exact types, as the runtime's message builder reads them.
+            if type(event) is not TextBlockDeltaEvent:
+                forward(event)
+                return
+            old = event.delta
+            try:
+                new = fn(old)
+                if type(new) is not str:
+                    raise _not_str(new)
+            except Exception as exc:
+                relay.fail(exc)
+                return
+            if new == old:
+                forward(event)
+            elif new:
+                forward(with_delta(event, new))
 
-            def on_error(exc: Exception) -> None:
-                if not stopped:
-                    observer.on_error(exc)
+        return on_next
 
-            def on_completed() -> None:
-                if not stopped:
-                    observer.on_completed()
-
-            upstream.disposable = subscribe_to(source, on_next, on_error, on_completed,
-                                               scheduler)
-            return upstream
-
-        return direct(subscribe)
-
-    return Op("map_text()", operator)
+    return relay_op("map_text()", start)
 
 
 class _Held:
@@ -101,70 +78,57 @@ class _Held:
 
 
 def _across(fn: Callable[[str], str]) -> Operator[AgentEvent, AgentEvent]:
-    def operator(source: Observable[AgentEvent]) -> Observable[AgentEvent]:
-        def subscribe(
-            observer: abc.ObserverBase[AgentEvent], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            forward = observer.on_next
-            upstream = SingleAssignmentDisposable()
-            held: dict[tuple[str, str], _Held] = {}
-            stopped = False
+    def start(relay: Relay) -> Handlers:
+        forward = relay.forward
+        held: dict[tuple[str, str], _Held] = {}
 
-            def release(part: _Held) -> bool:
-                nonlocal stopped
-                try:
-                    new = _rewritten(fn, "".join(part.parts))
-                except Exception as exc:
-                    stopped = True
-                    held.clear()
-                    observer.on_error(exc)
-                    upstream.dispose()
-                    return False
-                if new:
-                    forward(with_delta(part.first, new))
-                return True
+        def release(part: _Held) -> bool:
+            try:
+                new = _rewritten(fn, "".join(part.parts))
+            except Exception as exc:
+                held.clear()
+                relay.fail(exc)
+                return False
+            if new:
+                forward(with_delta(part.first, new))
+            return True
 
-            def on_next(event: Any) -> None:  # exact-type dispatch below
-                if stopped:
+        def on_next(event: Any) -> None:  # exact-type dispatch below
+            if relay.stopped:
+                return
+            kind = type(event)
+            if kind is TextBlockDeltaEvent:
+                key = (event.reply_id, event.block_id)
+                part = held.get(key)
+                if part is None:
+                    held[key] = _Held(event)
+                else:
+                    part.parts.append(event.delta)
+                return
+            if kind is TextBlockEndEvent:
+                part = held.pop((event.reply_id, event.block_id), None)
+                if part is not None and not release(part):
                     return
-                kind = type(event)
-                if kind is TextBlockDeltaEvent:
-                    key = (event.reply_id, event.block_id)
-                    part = held.get(key)
-                    if part is None:
-                        held[key] = _Held(event)
-                    else:
-                        part.parts.append(event.delta)
-                    return
-                if kind is TextBlockEndEvent:
-                    part = held.pop((event.reply_id, event.block_id), None)
-                    if part is not None and not release(part):
+            elif held and kind is ModelCallEndEvent:
+                # A block left open by the source cannot outlive its model call.
+                for key in [k for k in held if k[0] == event.reply_id]:
+                    if not release(held.pop(key)):
                         return
-                elif held and kind is ModelCallEndEvent:
-                    # A block left open by the source cannot outlive its model call.
-                    for key in [k for k in held if k[0] == event.reply_id]:
-                        if not release(held.pop(key)):
-                            return
-                forward(event)
+            forward(event)
 
-            def on_error(exc: Exception) -> None:
-                if not stopped:
-                    held.clear()
-                    observer.on_error(exc)
+        def on_error(exc: Exception) -> None:
+            held.clear()
+            relay.on_error(exc)
 
-            def on_completed() -> None:
-                if stopped:
+        def on_completed() -> None:
+            if relay.stopped:
+                return
+            while held:
+                if not release(held.pop(next(iter(held)))):
                     return
-                while held:
-                    if not release(held.pop(next(iter(held)))):
-                        return
-                observer.on_completed()
+            relay.on_completed()
 
-            upstream.disposable = subscribe_to(source, on_next, on_error, on_completed,
-                                               scheduler)
-            return upstream
+        return on_next, on_error, on_completed
 
-        return direct(subscribe)
-
-    return Op("map_text(across_deltas=True)", operator)
+    return relay_op("map_text(across_deltas=True)", start)
 
