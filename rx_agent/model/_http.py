@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import email.utils
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from .._version import __version__
 from ._http_pool import LoopPools
 from ._sse import ServerSentEvent, SSEDecoder
 from .base import ModelChunk
@@ -36,7 +38,15 @@ from .errors import (
     ModelTimeoutError,
 )
 
-__all__ = ["EventParser", "HTTPTransport", "excerpt", "is_json", "read_events"]
+__all__ = [
+    "EventParser",
+    "HTTPTransport",
+    "bearer_headers",
+    "excerpt",
+    "is_json",
+    "read_events",
+    "resolve_base_url",
+]
 
 # After the end-of-stream event the server normally ends the body at once; reading
 # that end lets the connection go back to the pool. A server that keeps the body open
@@ -48,11 +58,29 @@ _STREAM_HEADERS = {**_JSON_HEADERS, "Accept": "text/event-stream"}
 _MAX_DETAIL = 500
 
 
+def resolve_base_url(given: str | None, env: str, default: str) -> str:
+    """``given``, else ``$env``, else ``default``, checked and without a trailing ``/``."""
+    resolved = given or os.environ.get(env) or default
+    if not resolved.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must start with http:// or https://, got {resolved!r}")
+    return resolved.rstrip("/")
+
+
+def bearer_headers(api_key: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
+    """``headers`` with ``Authorization: Bearer <api_key>`` when there is a key (the
+    OpenAI-compatible endpoints)."""
+    out = dict(headers or {})
+    if api_key:
+        out["Authorization"] = f"Bearer {api_key}"
+    return out
+
+
 class HTTPTransport:
     """POSTs to ``url`` for one model, with typed errors.
 
     ``key_hint`` says where the API key comes from (``"OPENAI_API_KEY or api_key="``);
-    a 401 message points there. ``pools`` holds the clients of each event loop.
+    a 401 message points there. ``pools`` holds the clients of each event loop. Every
+    request says ``User-Agent: rx-agent/<version>`` unless ``headers`` names another.
     """
 
     def __init__(
@@ -69,7 +97,7 @@ class HTTPTransport:
         self.key_hint = key_hint
         self.pools = LoopPools(
             timeout=timeout,
-            headers=headers,
+            headers={"User-Agent": f"rx-agent/{__version__}", **headers},
             max_connections=max_connections,
             tls=url.startswith("https://"),
         )
@@ -180,6 +208,20 @@ class HTTPTransport:
         return ModelRequestError(
             message, status_code=status, retry_after=retry_after, retryable=status in (408, 409)
         )
+
+    def json(self, response: httpx.Response) -> Any:
+        """The JSON of a complete answer; one that is not JSON, or that reports an
+        error inside (``{"error": ...}``), raises the typed error."""
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ModelResponseError(
+                f"{self.url} answered {response.status_code} with a body that is not JSON: "
+                f"{excerpt(response.text)}"
+            ) from exc
+        if isinstance(data, dict) and data.get("error"):
+            raise self.payload_error(data)
+        return data
 
     def payload_error(self, payload: dict[str, Any]) -> ModelError:
         """An error the server reported inside a 200 response (often mid-stream)."""

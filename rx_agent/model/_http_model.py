@@ -9,18 +9,16 @@ from __future__ import annotations
 import abc
 import asyncio
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol, Self
 
 import httpx
 
-from rx_agent._version import __version__
 from rx_agent.message import Msg
 from rx_agent.options import GenerateOptions
 
-from ._http import EventParser, HTTPTransport, excerpt, is_json, read_events
+from ._http import EventParser, HTTPTransport, is_json, read_events
 from ._http_pool import ClientPool
 from .base import AsyncChatModel, ModelChunk, UsageChunk
 from .errors import ModelRequestError, ModelResponseError
@@ -74,7 +72,7 @@ class HTTPChatModel(AsyncChatModel):
         self._transport = HTTPTransport(
             url,
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            headers={"User-Agent": f"rx-agent/{__version__}", **headers},
+            headers=headers,
             max_connections=max_connections,
             key_hint=key_hint,
         )
@@ -111,14 +109,6 @@ class HTTPChatModel(AsyncChatModel):
         options: GenerateOptions | None = None,
     ) -> dict[str, Any]:
         """The JSON body this model would send for one call (public for debugging)."""
-
-    @staticmethod
-    def _resolve_base_url(given: str | None, env: str, default: str) -> str:
-        """``given``, else ``$env``, else ``default``, checked and without a trailing ``/``."""
-        resolved = given or os.environ.get(env) or default
-        if not resolved.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {resolved!r}")
-        return resolved.rstrip("/")
 
     @staticmethod
     def _lay_options(body: dict[str, Any], opts: GenerateOptions, stop_key: str = "stop") -> None:
@@ -180,15 +170,7 @@ class HTTPChatModel(AsyncChatModel):
     def _completion_chunks(self, response: httpx.Response, started: float) -> list[ModelChunk]:
         """The chunks of a complete (read) non-streaming response; usage and finish
         come last, as from a stream."""
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"{self.url} answered {response.status_code} with a body that is not JSON: "
-                f"{excerpt(response.text)}"
-            ) from exc
-        if isinstance(data, dict) and data.get("error"):
-            raise self._transport.payload_error(data)
+        data = self._transport.json(response)
         try:
             chunks = self._parse_complete(data)
         except ValueError as exc:

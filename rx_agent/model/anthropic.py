@@ -23,6 +23,7 @@ from ._anthropic_format import (
     to_anthropic_tools,
 )
 from ._anthropic_stream import AnthropicStreamParser
+from ._http import resolve_base_url
 from ._http_model import HTTPChatModel, StreamParser
 from .base import ModelChunk
 
@@ -73,7 +74,7 @@ class AnthropicChatModel(HTTPChatModel):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
         self.name = model
-        self.base_url = self._resolve_base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
+        self.base_url = resolve_base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
         self.api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         self.max_tokens = max_tokens
         http_headers = {"anthropic-version": anthropic_version, **(headers or {})}

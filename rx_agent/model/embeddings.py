@@ -15,9 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from rx_agent._version import __version__
-
-from ._http import HTTPTransport, excerpt
+from ._http import HTTPTransport, bearer_headers, excerpt, resolve_base_url
 from .errors import ModelResponseError
 
 __all__ = ["Embeddings", "OpenAIEmbeddings"]
@@ -58,9 +56,7 @@ class OpenAIEmbeddings:
     ) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError("OpenAIEmbeddings needs a model name")
-        resolved = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        if not resolved.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {resolved!r}")
+        resolved = resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_BASE_URL)
         if dimensions is not None and (
             isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1
         ):
@@ -70,18 +66,15 @@ class OpenAIEmbeddings:
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
         self.model = model
-        self.base_url = resolved.rstrip("/")
+        self.base_url = resolved
         self.url = f"{self.base_url}/embeddings"
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.dimensions = dimensions
         self.batch_size = batch_size
-        http_headers = {"User-Agent": f"rx-agent/{__version__}", **(headers or {})}
-        if self.api_key:
-            http_headers["Authorization"] = f"Bearer {self.api_key}"
         self._transport = HTTPTransport(
             self.url,
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            headers=http_headers,
+            headers=bearer_headers(self.api_key, headers),
             max_connections=max_connections,
             key_hint="OPENAI_API_KEY or api_key=",
         )
@@ -127,16 +120,7 @@ class OpenAIEmbeddings:
         payload = json.dumps(self.request_body(texts), ensure_ascii=False).encode()
         async with self._transport.client() as client:
             response = await self._transport.post(client, payload)
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"{self.url} answered {response.status_code} with a body that is not JSON: "
-                f"{excerpt(response.text)}"
-            ) from exc
-        if isinstance(data, dict) and data.get("error"):
-            raise self._transport.payload_error(data)
-        return _vectors(self.url, data, len(texts))
+        return _vectors(self.url, self._transport.json(response), len(texts))
 
 
 def _vectors(url: str, data: Any, expected: int) -> list[list[float]]:

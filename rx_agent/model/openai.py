@@ -20,6 +20,7 @@ from typing import Any
 from rx_agent.message import Msg
 from rx_agent.options import GenerateOptions
 
+from ._http import bearer_headers, resolve_base_url
 from ._http_model import HTTPChatModel, StreamParser
 from ._openai_format import (
     parse_completion,
@@ -89,17 +90,14 @@ class OpenAIChatModel(HTTPChatModel):
                              f"{structured_output!r}")
         self.supports_response_schema = structured_output == "json_schema"
         self.name = model
-        self.base_url = self._resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_BASE_URL)
+        self.base_url = resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_BASE_URL)
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        http_headers = dict(headers or {})
-        if self.api_key:
-            http_headers["Authorization"] = f"Bearer {self.api_key}"
         self._setup_http(
             url=f"{self.base_url}/chat/completions",
             stream=stream,
             timeout=timeout,
             connect_timeout=connect_timeout,
-            headers=http_headers,
+            headers=bearer_headers(self.api_key, headers),
             max_connections=max_connections,
             generation_options=generation_options,
             key_hint="OPENAI_API_KEY or api_key=",

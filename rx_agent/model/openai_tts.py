@@ -14,9 +14,7 @@ from typing import Any
 
 import httpx
 
-from rx_agent._version import __version__
-
-from ._http import HTTPTransport, excerpt, is_json
+from ._http import HTTPTransport, bearer_headers, excerpt, is_json, resolve_base_url
 from ._http_pool import ClientPool
 from .errors import ModelRequestError, ModelResponseError
 from .tts import TTSModel, parse_wav
@@ -74,9 +72,7 @@ class OpenAITTSModel(TTSModel):
             raise ValueError(f"speed must be in 0.25..4.0, got {speed}")
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
-        resolved = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        if not resolved.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {resolved!r}")
+        resolved = resolve_base_url(base_url, "OPENAI_BASE_URL", DEFAULT_BASE_URL)
         try:
             json.dumps(extra)
         except (TypeError, ValueError) as exc:
@@ -86,16 +82,13 @@ class OpenAITTSModel(TTSModel):
         self.instructions = instructions
         self.speed = speed
         self.extra: dict[str, Any] = dict(extra)
-        self.base_url = resolved.rstrip("/")
+        self.base_url = resolved
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.url = f"{self.base_url}/audio/speech"
-        http_headers = {"User-Agent": f"rx-agent/{__version__}", **(headers or {})}
-        if self.api_key:
-            http_headers["Authorization"] = f"Bearer {self.api_key}"
         self._transport = HTTPTransport(
             self.url,
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            headers=http_headers,
+            headers=bearer_headers(self.api_key, headers),
             max_connections=max_connections,
             key_hint="OPENAI_API_KEY or api_key=",
         )
