@@ -919,3 +919,21 @@ def test_options_cannot_replace_the_call_itself() -> None:
     # A server that rejects stream_options: turn it off.
     off = OpenAIChatModel("m", base_url="http://x/v1", stream_options=None)
     assert "stream_options" not in off.request_body(HI)
+
+
+async def test_requests_name_rx_agent_and_carry_the_callers_headers(
+    openai_server: OpenAIServer,
+) -> None:
+    from rx_agent import __version__
+
+    openai_server.script(Reply([text("hi")]), Reply([text("hi")]))
+    async with OpenAIChatModel("m", base_url=openai_server.url, api_key="sk-1",
+                               headers={"X-Team": "core"}) as model:
+        await collect(model)
+    sent = openai_server.requests[-1].headers
+    assert sent["user-agent"] == f"rx-agent/{__version__}"
+    assert sent["authorization"] == "Bearer sk-1" and sent["x-team"] == "core"
+    async with OpenAIChatModel("m", base_url=openai_server.url,
+                               headers={"User-Agent": "mine/1"}) as own:
+        await collect(own)
+    assert openai_server.requests[-1].headers["user-agent"] == "mine/1"
