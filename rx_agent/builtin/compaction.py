@@ -50,7 +50,7 @@ from ..message import (
     ToolUseBlock,
 )
 from ..middleware import Agent, CompressContextInput, ExtensionPoint, Handler, MiddlewareBase
-from ..middleware.types import ModelLike
+from ..middleware.types import ModelLike, check_model_like
 
 __all__ = [
     "COMPACTION_METADATA_KEY",
@@ -154,10 +154,8 @@ class CompactionMiddleware(MiddlewareBase):
                                     ("keep_last", keep_last, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"{label} must be an int >= {least}, got {value!r}")
-        if summary_model is not None and not callable(getattr(summary_model, "stream", None)):
-            raise TypeError(
-                f"summary_model must be a ChatModel, got {type(summary_model).__name__}"
-            )
+        if summary_model is not None:
+            check_model_like("summary_model", summary_model)
         if not isinstance(summary_prompt, str) or not summary_prompt.strip():
             raise ValueError("summary_prompt must be a non-empty str")
         self.trigger_tokens = trigger_tokens

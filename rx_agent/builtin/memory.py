@@ -41,6 +41,7 @@ from ..middleware import (
     MiddlewareBase,
     ReasoningInput,
 )
+from ..middleware.types import check_model_like
 from ..model.base import TextChunk
 from ..options import GenerateOptions
 from ..tool import Tool
@@ -137,9 +138,8 @@ class LongTermMemoryMiddleware(MiddlewareBase):
                 )
         if mode not in ("tool", "extract", "both"):
             raise ValueError(f"mode must be 'tool', 'extract' or 'both', got {mode!r}")
-        if extract_model is not None and not callable(getattr(extract_model, "stream", None)):
-            raise TypeError(f"extract_model must be a ChatModel, got "
-                            f"{type(extract_model).__name__}")
+        if extract_model is not None:
+            check_model_like("extract_model", extract_model)
         if not isinstance(extract_prompt, str) or not extract_prompt.strip():
             raise ValueError("extract_prompt must be a non-blank str")
         self.memory = memory

@@ -44,6 +44,7 @@ from ..middleware import (
     ModelCallInput,
     ModelLike,
 )
+from ..middleware.types import check_model_like
 from ..model.base import TextChunk, ToolCallChunk
 from ..options import GenerateOptions
 
@@ -92,11 +93,7 @@ class ChatModelCandidate:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError(f"ChatModelCandidate name must be a non-blank str, got {self.name!r}")
-        if not callable(getattr(self.model, "stream", None)):
-            raise TypeError(
-                f"ChatModelCandidate {self.name!r}: model must be a ChatModel, "
-                f"not {type(self.model).__name__}"
-            )
+        check_model_like(f"ChatModelCandidate {self.name!r}: model", self.model)
         if not isinstance(self.description, str):
             raise TypeError(f"ChatModelCandidate {self.name!r}: description must be a str")
 

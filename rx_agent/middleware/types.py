@@ -18,7 +18,15 @@ from ..event import AgentEvent
 from ..message import Msg
 from ..options import GenerateOptions
 
-__all__ = ["Agent", "Handler", "ModelLike", "Next", "PlanLike", "ToolkitLike"]
+__all__ = [
+    "Agent",
+    "Handler",
+    "ModelLike",
+    "Next",
+    "PlanLike",
+    "ToolkitLike",
+    "check_model_like",
+]
 
 InputT = TypeVar("InputT")
 
@@ -45,6 +53,13 @@ class ModelLike(Protocol):
         tools: Sequence[dict[str, Any]] = (),
         options: GenerateOptions | None = None,
     ) -> Observable[Any]: ...
+
+
+def check_model_like(label: str, model: object) -> None:
+    """Refuse what cannot serve as a chat model here (the built-ins take any object
+    with ``stream()``, as the runtime's middleware inputs do)."""
+    if not callable(getattr(model, "stream", None)):
+        raise TypeError(f"{label} must be a ChatModel, got {type(model).__name__}")
 
 
 class ToolkitLike(Protocol):
