@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._anthropic_format import ERROR_STATUS, parse_usage, stop_reason
-from ._http import excerpt
+from ._http import event_json
 from ._sse import ServerSentEvent
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
 from .errors import ModelError, ModelResponseError
@@ -40,16 +40,7 @@ class AnthropicStreamParser:
         data = event.data.strip()
         if not data:
             return []
-        try:
-            payload = json.loads(data)
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"malformed JSON in the event stream from {self.url}: {exc} "
-                f"(data: {excerpt(data)})"
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelResponseError(
-                f"unexpected event in the stream from {self.url}: {excerpt(data)}")
+        payload = event_json(self.url, data)
         kind = payload.get("type", event.event)
         handler = _HANDLERS.get(kind)
         return handler(self, payload) if handler is not None else []

@@ -42,6 +42,7 @@ __all__ = [
     "EventParser",
     "HTTPTransport",
     "bearer_headers",
+    "event_json",
     "excerpt",
     "is_json",
     "read_events",
@@ -279,6 +280,19 @@ async def _drain(pieces: AsyncIterator[bytes]) -> None:
 
 
 # ---------------------------------------------------------------- error helpers
+
+
+def event_json(url: str, data: str) -> dict[str, Any]:
+    """The JSON object of one server-sent event's data; anything else raises."""
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        raise ModelResponseError(
+            f"malformed JSON in the event stream from {url}: {exc} (data: {excerpt(data)})"
+        ) from exc
+    if not isinstance(payload, dict):
+        raise ModelResponseError(f"unexpected event in the stream from {url}: {excerpt(data)}")
+    return payload
 
 
 def is_json(response: httpx.Response) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from rx_agent._record import new_id
 from rx_agent.message import ChatUsage
 
-from ._http import excerpt
+from ._http import event_json
 from ._openai_format import content_text, parse_usage, reasoning_text
 from ._sse import ServerSentEvent
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
@@ -57,17 +57,7 @@ class OpenAIStreamParser:
             return []
         if not data:
             return []
-        try:
-            payload = json.loads(data)
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"malformed JSON in the event stream from {self.url}: {exc} "
-                f"(data: {excerpt(data)})"
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelResponseError(
-                f"unexpected event in the stream from {self.url}: {excerpt(data)}"
-            )
+        payload = event_json(self.url, data)
         if event.event == "error" or payload.get("error"):
             raise self._payload_error(payload)
         return self._payload(payload)
