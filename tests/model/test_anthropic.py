@@ -382,3 +382,10 @@ async def test_an_agent_calls_a_tool_and_retries_an_overloaded_server(
     assert last[-1] == {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_9", "content": "Sunny in Oslo"}]}
     assert len(anthropic_server.requests) == 3  # the 529 was retried
+
+
+async def test_an_event_that_is_not_a_json_object(anthropic_server: AnthropicServer,
+                                                  model: AnthropicChatModel) -> None:
+    anthropic_server.script(MessageReply(raw=[b"event: message_start\ndata: [1, 2]\n\n"]))
+    with pytest.raises(ModelResponseError, match="unexpected event in the stream"):
+        await collect(model)

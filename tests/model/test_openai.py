@@ -937,3 +937,11 @@ async def test_requests_name_rx_agent_and_carry_the_callers_headers(
                                headers={"User-Agent": "mine/1"}) as own:
         await collect(own)
     assert openai_server.requests[-1].headers["user-agent"] == "mine/1"
+
+
+async def test_an_event_that_is_not_a_json_object(
+    openai_server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    openai_server.script(Reply(raw=[b"data: [1, 2]\n\n"]))
+    with pytest.raises(ModelResponseError, match="unexpected event in the stream"):
+        await collect(model)
