@@ -114,6 +114,10 @@ def create_app(
     async def to_console(request: Request) -> Response:
         return RedirectResponse("/console")
 
+    async def favicon(request: Request) -> Response:  # browsers ask for it on every page
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml",
+                            headers={"cache-control": "max-age=86400"})
+
     session = "/v1/sessions/{session_id}"
     routes: list[Route | Mount] = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -133,6 +137,7 @@ def create_app(
         routes += [
             Route("/", to_console, methods=["GET"]),
             Route("/console", console_page, methods=["GET"]),
+            Route("/favicon.ico", favicon, methods=["GET"]),
             Mount("/console/static", StaticFiles(directory=STATIC), name="console"),
         ]
 

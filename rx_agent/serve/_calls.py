@@ -119,6 +119,7 @@ class Call:
         if type(event) is ModelCallEndEvent and event.usage is not None:
             metrics.tokens["input"] += event.usage.input_tokens
             metrics.tokens["output"] += event.usage.output_tokens
+            self.record.used(event.usage.input_tokens, event.usage.output_tokens)
         elif type(event) is AgentResultEvent:
             self.result = event.result
         return seq, data

@@ -30,6 +30,13 @@ class RunRecord:
     """``(time, type, event JSON)`` in stream order; the SSE id is ``<run id>.<index>``."""
     count: int = 0
     """Events streamed (more than ``events`` holds once it was cut)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    """Tokens of the run's model calls, from their ``model_call_end`` usage."""
+    model_calls: int = 0
+    tool_calls: int = 0
+    """Tool calls whose result the run streamed (``tool_result_end``: ran, failed or
+    denied); a call paused for confirmation counts in the run that answers it."""
 
     @property
     def truncated(self) -> bool:
@@ -39,9 +46,18 @@ class RunRecord:
         """Record one event; its number in the stream."""
         seq = self.count
         self.count += 1
+        if type_ == "tool_result_end":
+            self.tool_calls += 1
+        elif type_ == "model_call_end":
+            self.model_calls += 1
         if seq < MAX_EVENTS:
             self.events.append((time.time(), type_, data))
         return seq
+
+    def used(self, input_tokens: int, output_tokens: int) -> None:
+        """Add one model call's usage."""
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
 
     def finish(self, status: str, error: str | None = None) -> None:
         self.status = status
@@ -51,7 +67,10 @@ class RunRecord:
     def summary(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "session_id": self.key.session_id, "kind": self.kind,
                 "status": self.status, "started": self.started, "ended": self.ended,
-                "error": self.error, "events": self.count, "truncated": self.truncated}
+                "duration": None if self.ended is None else self.ended - self.started,
+                "error": self.error, "events": self.count, "truncated": self.truncated,
+                "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+                "model_calls": self.model_calls, "tool_calls": self.tool_calls}
 
 
 class RunLog:

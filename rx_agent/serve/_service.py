@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 from ..agent import ReActAgent
 from ..context import AgentState
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
-from ..middleware.base import ExtensionPoint
+from ..middleware.base import OPT_IN, ExtensionPoint
 from ..session import ANONYMOUS_USER, AsyncSessionStore, SessionKey, SessionStore
 from ._body import check_session_id, read_json, read_messages, read_note, read_resume
 from ._calls import Call, CallResponse, CallRunner
@@ -221,7 +221,9 @@ class Service:
             "participants": [{"label": label, "order": order}
                              for label, order in zip(plan.labels(point), plan.orders(point),
                                                      strict=True)],
-        } for point in ExtensionPoint]
+        } for point in ExtensionPoint
+            # as describe() shows it: an opt-in point only when somebody takes part
+            if point not in OPT_IN or plan.is_active(point)]
         return JSONResponse({"agent": self.agent.name, "model": self.agent.model.name,
                              "tools": [s["name"] for s in self.agent.toolkit.schemas()],
                              "describe": plan.describe(), "mermaid": plan.to_mermaid(),
