@@ -5,6 +5,7 @@ from the address bar, the default of an approval, a narrow window, 404s)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import threading
@@ -177,17 +178,6 @@ def test_console_streams_a_reply_and_shows_plan_timeline_and_spans(
     assert shot.stat().st_size > 10_000
 
 
-def test_console_without_a_token_says_so(live: Any, browser: Any) -> None:
-    provider = TracerProvider()
-    server = live(create_app(console_agent(provider, 0.0), auth={TOKEN: "tester"},
-                             tracer_provider=provider))
-    from selenium.webdriver.common.by import By
-
-    browser.get(f"{server.url}/console")
-    status = wait_for(lambda: browser.find_element(By.ID, "status").text, what="an error")
-    assert status == "enter a token above"
-
-
 def test_console_answers_a_confirmation_and_the_reply_goes_on(live: Any, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
@@ -281,7 +271,7 @@ def test_enter_while_a_call_runs_does_not_send_and_stop_stays_usable(
     wait_for(lambda: browser.find_element(By.ID, "send-button").is_enabled(),
              what="Send to come back")
     assert not stop.is_enabled()
-    assert model.cancelled.is_set() or model.sent < 200
+    assert model.sent < 200  # the model's stream stopped early
 
 
 def test_a_post_the_server_rejects_leaves_no_message_behind(live: Any, browser: Any) -> None:
@@ -503,7 +493,7 @@ def test_each_run_shows_its_duration_tokens_and_tool_calls(live: Any, browser: A
         assert row.get_attribute("data-run") == run["run_id"]
         cells = {c.get_attribute("data-figure"): c for c in
                  row.find_elements(By.CSS_SELECTOR, "td[data-figure]")}
-        assert cells["duration"].text == f"{round(run['duration'] * 1000)} ms"
+        assert cells["duration"].text == f"{math.floor(run['duration'] * 1000 + 0.5)} ms"
         assert cells["tokens"].text == f"{run['tokens']['input']} / {run['tokens']['output']}"
         assert cells["tool_calls"].text == str(run["tool_calls"])
         assert cells["model_calls"].text == str(run["model_calls"])
