@@ -117,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         "plan",
         help="print the execution plan of an agent in your code",
         description="Import MODULE (the current directory is on sys.path), take ATTR "
-        "from it (a ReActAgent, or a zero-argument function returning one) and print "
-        "its frozen execution plan: for each extension point, the participating "
+        "from it (a ReActAgent, a function of no argument returning one, or a function "
+        "taking the session store, given an in-memory one here; async def works too) and "
+        "print its frozen execution plan: for each extension point, the participating "
         "middlewares, outermost first, with their order() values.",
     )
     plan.add_argument(
