@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--offline",
         action="store_true",
-        help="use the scripted demo model instead of an endpoint",
+        help="use the offline demo model (weather, arithmetic, the time) instead of an "
+        "endpoint",
     )
     _add_display_options(chat, delay_note=" used by --offline")
     chat.set_defaults(handler=cmd_chat)
