@@ -1,4 +1,4 @@
-"""The agent behind ``rx-agent demo`` (and ``rx-agent chat --offline``).
+"""The agent behind ``rx-agent demo`` (and the tools of ``rx-agent chat``).
 
 Everything here runs offline: the model is a :class:`~rx_agent.ScriptedModel` that
 plays back a fixed conversation, and the tools are local functions. The point is to
@@ -39,7 +39,7 @@ from .event import (
     ModelCallEndEvent,
     ModelCallStartEvent,
 )
-from .message import ChatUsage, Msg, Role, ThinkingBlock, ToolUseBlock
+from .message import ChatUsage, Role, ThinkingBlock, ToolUseBlock
 from .middleware import (
     AgentInput,
     ExtensionPoint,
@@ -49,14 +49,12 @@ from .middleware import (
 )
 from .middleware.base import Agent
 from .middleware.types import Handler
-from .model import ChatModel, ModelChunk, ScriptedModel
-from .options import GenerateOptions
+from .model import ChatModel, ScriptedModel
 from .session import SessionStore
 from .tool import Toolkit, tool
 
 __all__ = [
     "DEMO_QUESTION",
-    "DemoModel",
     "DynamicPromptMiddleware",
     "RunLogMiddleware",
     "TimingMiddleware",
@@ -390,41 +388,6 @@ def _assemble(
         .middleware(RunLogMiddleware())
         .build()
     )
-
-
-class DemoModel(ChatModel):
-    """Plays the demo script for every user turn (``rx-agent chat --offline``).
-
-    A plain :class:`ScriptedModel` plays its script once; a chat needs the demo for
-    each message. This model looks at the conversation to find where the current turn
-    is (how many model calls since the last user message) and delegates that step to
-    a one-response ScriptedModel, so an interrupted turn does not shift later ones.
-    """
-
-    provider = "scripted"
-
-    def __init__(self, delay: float = DEFAULT_DELAY) -> None:
-        self.name = "scripted-demo"
-        self.delay = delay
-
-    def stream(
-        self,
-        messages: Sequence[Msg],
-        tools: Sequence[dict[str, Any]] = (),
-        options: GenerateOptions | None = None,
-    ) -> Observable[ModelChunk]:
-        last_user = max(
-            (i for i, m in enumerate(messages) if m.role is Role.USER and m.text), default=-1
-        )
-        turn = messages[last_user + 1:] if last_user >= 0 else []
-        step = sum(1 for m in turn if m.role is Role.ASSISTANT)
-        question = messages[last_user].text if last_user >= 0 else ""
-        match = re.search(r"\bin ([A-Z][\w-]*(?: [A-Z][\w-]*)*)", question)
-        script = demo_script(match.group(1) if match else "Paris")
-        entry = script[min(step, len(script) - 1)]
-        return ScriptedModel([entry], name=self.name, delay=self.delay).stream(
-            messages, tools, options
-        )
 
 
 def build_chat_agent(

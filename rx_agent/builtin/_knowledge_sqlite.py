@@ -82,8 +82,8 @@ class SqliteKnowledge:
 
     Documents are split into chunks of at most ``chunk_size`` characters, each
     overlapping the previous one by about ``chunk_overlap``. ``path`` is a file
-    (created with its parent directories); several processes may share it. SQLite
-    work runs on the store's own ``threads``, never on the event loop.
+    (created, with its folder if only that is missing); several processes may share
+    it. SQLite work runs on the store's own ``threads``, never on the event loop.
     """
 
     def __init__(

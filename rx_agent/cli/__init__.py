@@ -10,7 +10,9 @@ commands that draw something, so ``demo --json`` and ``plan --mermaid`` work wit
 
 Layout: ``_args`` builds the parser, ``_commands`` holds the three commands, ``_render``
 draws an event stream, ``_pump`` brings events to the main thread, ``_base`` has the
-exit statuses, the one-line error and the console.
+exit statuses, the one-line error and the console; ``_target`` reads the ``MODULE:ATTR``
+of ``plan`` and ``serve``, ``_store`` picks the session store, ``_offline`` is the model
+of ``chat --offline``.
 """
 
 from __future__ import annotations

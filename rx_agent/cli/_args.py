@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--offline",
         action="store_true",
-        help="use the scripted demo model instead of an endpoint",
+        help="use the offline demo model (weather, arithmetic, the time) instead of an "
+        "endpoint",
     )
     _add_display_options(chat, delay_note=" used by --offline")
     chat.set_defaults(handler=cmd_chat)
@@ -117,8 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
         "plan",
         help="print the execution plan of an agent in your code",
         description="Import MODULE (the current directory is on sys.path), take ATTR "
-        "from it (a ReActAgent, or a zero-argument function returning one) and print "
-        "its frozen execution plan: for each extension point, the participating "
+        "from it (a ReActAgent, a function of no argument returning one, or a function "
+        "taking the session store, given an in-memory one here; async def works too) and "
+        "print its frozen execution plan: for each extension point, the participating "
         "middlewares, outermost first, with their order() values.",
     )
     plan.add_argument(

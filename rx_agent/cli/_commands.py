@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import functools
-import importlib
-import inspect
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +26,7 @@ from ._providers import chat_model, close_sources, mcp_sources, show_tools
 from ._pump import pump
 from ._render import Renderer
 from ._store import StoreChoice, choose_store, close_store, key_for, open_store, store_errors
+from ._target import TargetError, build_agent, load_target
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -56,59 +53,12 @@ def _is_agent(obj: Any) -> bool:
         return False
 
 
-def _load_agent(target: str) -> Any:
-    """The agent named by ``MODULE:ATTR``, calling ``ATTR`` if it is a factory."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name.strip() or not attr.strip():
-        raise CLIError(
-            f"expected MODULE:ATTR (for example myapp.agents:build_agent), got {target!r}"
-        )
-    # Like `python -m`: modules next to where the user stands are importable.
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+def _load_agent(spec: str) -> Any:
+    """The agent ``MODULE:ATTR`` names (a factory taking the store gets an in-memory one)."""
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        if missing and (module_name == missing or module_name.startswith(missing + ".")):
-            raise CLIError(
-                f"cannot import {module_name!r}: no module named {missing!r} "
-                "(is the current directory, or the package's parent, on the path?)"
-            ) from exc
-        raise CLIError(f"importing {module_name!r} failed: {describe_error(exc)}") from exc
-    except (Exception, SystemExit) as exc:
-        raise CLIError(f"importing {module_name!r} failed: {describe_error(exc)}") from exc
-
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise CLIError(f"module {module_name!r} has no attribute {attr!r}") from None
-        except Exception as exc:
-            raise CLIError(f"reading {target} failed: {describe_error(exc)}") from exc
-
-    if _is_agent(obj):
-        return obj
-    if not callable(obj):
-        raise CLIError(
-            f"{target} is a {type(obj).__name__}, not a ReActAgent or a zero-argument "
-            "function that returns one"
-        )
-    try:
-        made = obj()
-        if inspect.isawaitable(made):
-            made = asyncio.run(_resolve(made))  # an async factory
-    except (Exception, SystemExit) as exc:
-        raise CLIError(f"calling {target}() failed: {describe_error(exc)}") from exc
-    if not _is_agent(made):
-        raise CLIError(f"{target}() returned a {type(made).__name__}, not a ReActAgent")
-    return made
-
-
-async def _resolve(awaitable: Any) -> Any:
-    return await awaitable
+        return build_agent(load_target(spec, is_agent=_is_agent))
+    except TargetError as exc:
+        raise CLIError(str(exc)) from exc
 
 
 def _plan_table(agent: Any) -> RenderableType:

@@ -27,10 +27,11 @@ DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 def chat_model(args: argparse.Namespace) -> tuple[ChatModel, str]:
     """The model to chat with and a line describing it."""
     if args.offline:
-        from .._demo import DEFAULT_DELAY, DemoModel
+        from .._demo import DEFAULT_DELAY
+        from ._offline import OfflineChatModel
 
         delay = DEFAULT_DELAY if args.delay is None else args.delay
-        return DemoModel(delay), "the scripted demo model (offline)"
+        return OfflineChatModel(delay), "the scripted demo model (offline)"
     if getattr(args, "provider", "openai") == "anthropic":
         return _anthropic(args)
     return _openai(args)

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import quote, unquote
 
 from ..session import ANONYMOUS_USER, SessionCorruptError, SessionKey
+from ..session._url import sqlite_url, sqlite_url_path
 from ._base import EXIT_FAILURE, EXIT_USAGE, CLIError, describe_error, one_line
 
 if TYPE_CHECKING:
@@ -49,10 +49,6 @@ def _default_path() -> Path:
     # The XDG spec says to ignore a relative value.
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
     return base / "rx-agent" / "sessions.db"
-
-
-def _sqlite_url(path: Path) -> str:
-    return "sqlite:///" + quote(str(path), safe="/\\:~._-+@")
 
 
 def default_store_help() -> str:
@@ -99,20 +95,15 @@ def choose_store(option: str | None) -> StoreChoice:
         except RuntimeError as exc:
             raise CLIError(f"no default session store: {one_line(exc)}; pass --store URL or "
                            f"set {STORE_ENV}") from None
-        return StoreChoice(_sqlite_url(path), "the default", path)
+        return StoreChoice(sqlite_url(str(path)), "the default", path)
     return StoreChoice(url, source, _sqlite_path(url))
 
 
 def _sqlite_path(url: str) -> Path | None:
     """The file a well-formed ``sqlite:///`` URL names (relative to the working directory);
     ``None`` for other URLs and for malformed ones, which the store's parser reports."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() != "sqlite" or not rest.startswith("/"):
-        return None
-    path = unquote(rest[1:])
-    if not path or path == ":memory:" or path.endswith("/") or "?" in rest or "#" in rest:
-        return None
-    return Path(path).expanduser().absolute()
+    path = sqlite_url_path(url)
+    return None if path is None else Path(path).expanduser().absolute()
 
 
 def open_store(choice: StoreChoice, *, create: bool) -> AnyStore | None:
@@ -127,6 +118,10 @@ def open_store(choice: StoreChoice, *, create: bool) -> AnyStore | None:
 
     try:
         if choice.path is not None and not choice.explicit:
+            # The documented default location: its folders are ours to make, all of them
+            # (~/.local/share may not exist yet). A URL the user gave creates at most the
+            # file's own folder (SqliteSessionStore).
+            choice.path.parent.mkdir(parents=True, exist_ok=True)
             return SqliteSessionStore(choice.path)
         return session_store_from_url(choice.url)
     except ImportError as exc:  # the redis extra

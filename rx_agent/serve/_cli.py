@@ -9,18 +9,15 @@ one host), or an agent built on such a store.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import ipaddress
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from starlette.applications import Starlette
 
 from ..agent import ReActAgent
+from ..cli._target import TargetError, build_agent, load_target
 from ..session import InMemorySessionStore, SessionStore
 from ._app import create_app
 from ._body import DEFAULT_MAX_BODY
@@ -48,34 +45,6 @@ class ServeConfig:
     log_level: str = "info"
 
 
-def _import_target(target: str) -> Any:
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name.strip() or not attr.strip():
-        raise ServeError(f"expected MODULE:ATTR (for example myapp.agents:agent), got {target!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path:  # like `python -m`: modules where the user stands import
-        sys.path.insert(0, cwd)
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ServeError(f"cannot import {module_name!r}: {exc}") from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ServeError(f"module {module_name!r} has no attribute {attr!r}") from None
-    return obj
-
-
-def _takes_store(factory: Any) -> bool:
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-               for p in params)
-
-
 def _open_store(url: str | None) -> SessionStore:
     if url is None:
         return InMemorySessionStore()
@@ -87,27 +56,25 @@ def _open_store(url: str | None) -> SessionStore:
         raise ServeError(f"--store: {exc}") from exc
 
 
-def _agent(config: ServeConfig) -> tuple[ReActAgent | Any, SessionStore | None]:
-    """The agent (or factory) and the store for ``create_app``."""
-    obj = _import_target(config.target)
-    if isinstance(obj, ReActAgent):
-        if config.store is not None:
-            raise ServeError(f"{config.target} is an agent, built with its own session store; "
-                             "--store needs ATTR to be a factory taking the store "
-                             "(def build(store): return ReActAgent(..., session_store=store))")
-        return obj, None
-    if not callable(obj):
-        raise ServeError(f"{config.target} is a {type(obj).__name__}, not a ReActAgent or a "
-                         "factory that returns one")
-    if _takes_store(obj):
-        return obj, _open_store(config.store)
-    if config.store is not None:
-        raise ServeError(f"{config.target}() takes no session store, so --store cannot apply; "
-                         "give it a parameter: def build(store): ...")
-    made = obj()
-    if not isinstance(made, ReActAgent):
-        raise ServeError(f"{config.target}() returned a {type(made).__name__}, not a ReActAgent")
-    return made, None
+def _agent(config: ServeConfig) -> tuple[ReActAgent, SessionStore | None]:
+    """The agent and the store for ``create_app`` (the rules of ``cli/_target.py``)."""
+    try:
+        target = load_target(config.target)
+        if target.agent is not None:
+            if config.store is not None:
+                raise ServeError(f"{config.target} is an agent, built with its own session "
+                                 "store; --store needs ATTR to be a factory taking the store "
+                                 "(def build(store): return ReActAgent(..., session_store=store))")
+            return target.agent, None
+        if not target.takes_store:
+            if config.store is not None:
+                raise ServeError(f"{config.target}() takes no session store, so --store cannot "
+                                 "apply; give it a parameter: def build(store): ...")
+            return build_agent(target), None
+        store = _open_store(config.store)
+        return build_agent(target, store), store
+    except TargetError as exc:
+        raise ServeError(str(exc)) from exc
 
 
 def build_app(config: ServeConfig) -> Starlette:

@@ -93,6 +93,18 @@ def redact(url: str) -> str:
     return f"{scheme}://{user}:***@{host}" if ":" in auth else f"{scheme}://{user}@{host}"
 
 
+def _check_database(url: str) -> None:
+    # redis-py reads a path that is not a number (redis://host/abc) as database 0.
+    import re
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme.lower() in ("redis", "rediss") and parts.path not in ("", "/") and (
+            re.fullmatch(r"/\d+/?", parts.path) is None):
+        raise ValueError(f"bad Redis URL {redact(url)!r}: the path is the database number "
+                         f"(redis://host:6379/0), got {unquote(parts.path)!r}")
+
+
 class RedisSessionStore:
     """Sessions in Redis; see the module docstring.
 
@@ -119,6 +131,7 @@ class RedisSessionStore:
             redis.connection.parse_url(url)
         except ValueError as exc:
             raise ValueError(f"bad Redis URL {redact(url)!r}: {exc}") from None
+        _check_database(url)
         self.url = url
         self.prefix = prefix
         self._redis = redis

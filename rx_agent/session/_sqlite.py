@@ -82,9 +82,11 @@ _WHERE = "WHERE user_id = ? AND session_id = ?"
 class SqliteSessionStore:
     """Sessions in one SQLite file; see the module docstring.
 
-    ``path`` is taken relative to the working directory at construction; missing
-    parent directories are created. ``cache_size`` bounds how many sessions' stored
-    message ids this object remembers to save without rereading them.
+    ``path`` is taken relative to the working directory at construction; a missing
+    folder of the file is created, but not a missing folder above it
+    (``MissingDirectoryError``, a ``FileNotFoundError`` and a ``ValueError``).
+    ``cache_size`` bounds how many sessions' stored message ids this object remembers
+    to save without rereading them.
     """
 
     def __init__(

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["SqliteFile", "check_path"]
+__all__ = ["MissingDirectoryError", "SqliteFile", "check_path", "make_parent"]
 
 T = TypeVar("T")
 
@@ -36,6 +36,36 @@ def check_path(path: str | os.PathLike[str], owner: str, instead: str = "") -> P
             f"thread{alternative})"
         )
     return Path(raw).expanduser().absolute()
+
+
+class MissingDirectoryError(FileNotFoundError, ValueError):
+    """A database file whose folder's own parent does not exist either.
+
+    A ``FileNotFoundError``, as ``open()`` raises, and a ``ValueError``, as for any
+    other unusable path given to a SQLite store."""
+
+
+def make_parent(path: Path, owner: str) -> None:
+    """Create the folder of ``path`` when it is the only one missing; refuse a deeper
+    gap (``/srv/dta/app/x.db`` for ``/srv/data/...``), more often a typo than a wish,
+    naming the highest missing directory."""
+    parent = path.parent
+    if parent.is_dir():
+        return
+    if parent.exists():
+        raise MissingDirectoryError(f"{owner}: cannot create {path}: {parent} is not a "
+                                    "directory")
+    missing = parent
+    while not missing.parent.exists() and missing.parent != missing:
+        missing = missing.parent
+    if missing != parent:
+        raise MissingDirectoryError(
+            f"{owner}: cannot create {path}: the directory {missing} does not exist (only "
+            f"the file's own folder is created; make the others first: mkdir -p {parent})")
+    if not parent.parent.is_dir():
+        raise MissingDirectoryError(f"{owner}: cannot create {path}: {parent.parent} is not "
+                                    "a directory")
+    parent.mkdir(exist_ok=True)  # exist_ok: another process may make it first
 
 
 class SqliteFile:
@@ -74,7 +104,7 @@ class SqliteFile:
         self._conns: list[sqlite3.Connection] = []
         self._pool: ThreadPoolExecutor | None = None
         self._ready = False
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(path, owner)
         self.conn()  # a bad file fails at construction, not at the first query
 
     def conn(self) -> sqlite3.Connection:

@@ -250,6 +250,17 @@ AGENTS_MODULE = textwrap.dedent(
     def needs_args(x):
         return factory()
 
+    def needs_two(x, y):
+        return factory()
+
+    def store_factory(store):
+        return ReActAgent(
+            name="planned",
+            model=ScriptedModel(["hi"]),
+            middlewares=[Inner(), Silent(), Outer()],
+            session_store=store,
+        )
+
     def explodes():
         raise RuntimeError("no agent today")
 
@@ -269,7 +280,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-PLAN_TARGETS = ["myagents:agent", "myagents:factory", "myagents:async_factory"]
+PLAN_TARGETS = ["myagents:agent", "myagents:factory", "myagents:async_factory",
+                "myagents:store_factory"]
 
 
 @pytest.fixture(scope="module")
@@ -315,7 +327,10 @@ BAD_TARGETS = {
     "no_such_module_abc:agent": ("cannot import 'no_such_module_abc'",),
     "myagents:missing": ("has no attribute 'missing'",),
     "myagents:number": ("is a int", "not a ReActAgent"),
-    "myagents:needs_args": ("calling myagents:needs_args() failed", "TypeError"),
+    "myagents:needs_args": ("myagents:needs_args(store) built the agent on another session "
+                            "store",),
+    "myagents:needs_two": ("myagents:needs_two needs the arguments (x, y)",),
+    "myagents.py:agent": ("drop .py and write myagents:agent",),
     "myagents:explodes": ("RuntimeError: no agent today",),
     "myagents:wrong_type": ("returned a str, not a ReActAgent",),
     "broken:agent": ("importing 'broken' failed", "ValueError: config missing"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from rx_agent.session import (
     SqliteSessionStore,
     session_store_from_url,
 )
+from rx_agent.session._url import sqlite_url, sqlite_url_path
 
 
 def test_memory() -> None:
@@ -70,3 +72,78 @@ def test_bad_urls(url: str, message: str) -> None:
 def test_not_a_string() -> None:
     with pytest.raises(TypeError, match="is a str"):
         session_store_from_url(Path("x.db"))  # type: ignore[arg-type]
+
+
+# -- suggestions that parse --------------------------------------------------------------
+
+_SUGGESTED = re.compile(r"(?:memory|sqlite|rediss?)://[^\s,;)]*")
+
+SUGGESTIONS = {
+    "sqlite:/x.db": ["sqlite:///x.db", "sqlite:////x.db"],
+    "SQLite:/data/x.db": ["sqlite:///data/x.db", "sqlite:////data/x.db"],
+    "sqlite:x.db": ["sqlite:///x.db"],
+    "sqlite://x.db": ["sqlite:///x.db", "sqlite:////x.db"],
+    "sqlite://dir/x.db": ["sqlite:///dir/x.db", "sqlite:////dir/x.db"],
+    "memory:": ["memory://"],
+    "redis:localhost:6379/0": ["redis://localhost:6379/0"],
+    "redis:/localhost/1": ["redis://localhost/1"],
+    "sessions.db": ["sqlite:///sessions.db"],
+    "my sessions.sqlite": ["sqlite:///my%20sessions.sqlite"],
+    "/var/lib/app/s.db": ["sqlite:////var/lib/app/s.db"],
+}
+
+
+@pytest.mark.parametrize("url", list(SUGGESTIONS))
+def test_a_near_miss_gets_suggestions_that_parse(url: str) -> None:
+    with pytest.raises(ValueError) as info:
+        session_store_from_url(url)
+    # The suggestions: what the message offers before its list of forms, not the URL.
+    offered = str(info.value).partition("; use ")[0].replace(repr(url), "")
+    suggested = _SUGGESTED.findall(offered)
+    assert suggested == SUGGESTIONS[url], str(info.value)
+    for suggestion in suggested:
+        if suggestion.startswith("sqlite"):
+            # What it would open, without creating files outside tmp_path.
+            assert sqlite_url_path(suggestion) is not None
+        elif suggestion.startswith("redis"):
+            pytest.importorskip("redis", reason="pip install -e '.[redis]'")
+            assert isinstance(session_store_from_url(suggestion), RedisSessionStore)
+        else:
+            assert isinstance(session_store_from_url(suggestion), InMemorySessionStore)
+
+
+def test_the_suggestions_name_the_files_they_mean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as info:
+        session_store_from_url("sqlite:/x.db")
+    assert ("(write sqlite:///x.db for x.db in the working directory, or sqlite:////x.db "
+            "for /x.db)") in str(info.value)
+    (relative, _absolute) = _SUGGESTED.findall(str(info.value))[:2]
+    store = session_store_from_url(relative)
+    assert isinstance(store, SqliteSessionStore) and store.path == tmp_path / "x.db"
+    store.close()
+    assert sqlite_url_path("sqlite:////x.db") == "/x.db"
+    assert sqlite_url("my dir/a#b.db") == "sqlite:///my%20dir/a%23b.db"
+    assert sqlite_url_path(sqlite_url("my dir/a#b.db")) == "my dir/a#b.db"
+
+
+# -- Redis database numbers ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["redis://host/abc", "redis://host/0/x", "rediss://h:6380/db1",
+                                 "redis://host/-1", "redis://host/1a"])
+def test_a_redis_path_that_is_not_a_database_number_is_refused(url: str) -> None:
+    pytest.importorskip("redis", reason="pip install -e '.[redis]'")
+    with pytest.raises(ValueError, match="the path is the database number"):
+        session_store_from_url(url)
+    with pytest.raises(ValueError, match="the path is the database number"):
+        RedisSessionStore(url)  # the store itself, not only the URL parser
+
+
+@pytest.mark.parametrize("url", ["redis://host", "redis://host/", "redis://host/3",
+                                 "redis://host/3/", "rediss://u:pw@host:6380/15?prefix=p"])
+def test_a_redis_database_number_is_accepted(url: str) -> None:
+    pytest.importorskip("redis", reason="pip install -e '.[redis]'")
+    assert isinstance(session_store_from_url(url), RedisSessionStore)
