@@ -95,6 +95,13 @@ def create_app(
         tracer_provider: an OpenTelemetry SDK ``TracerProvider`` whose spans the
             console shows per run (default: the global one, when it is an SDK one).
         console: serve the web console at ``/console``.
+
+    A call that fails answers ``500`` (or an SSE ``error`` event) naming only the
+    exception's type; its traceback, with the session and run id, is logged at
+    ``ERROR`` on the ``rx_agent.serve`` logger. ``rx-agent serve`` prints it to stderr
+    (``--log-level``); under your own uvicorn, give that logger a handler before
+    starting it, e.g. ``logging.basicConfig(level=logging.INFO)`` (uvicorn's own
+    logging config leaves the root logger alone).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
@@ -151,7 +158,9 @@ def create_app(
         return error_response(error)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
-        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        session_id = request.path_params.get("session_id")
+        log.error("%s %s failed (session %r)", request.method, request.url.path, session_id,
+                  exc_info=exc, extra={"session_id": session_id, "run_id": None})
         service.metrics.error("internal_error", 500)
         return error_response(HTTPError(
             500, "internal_error", f"the server failed ({type(exc).__name__}); the server "

@@ -179,7 +179,9 @@ class CallRunner:
         if call.first[-1][0] == _ERROR:
             failure = call.first[-1][1]
             await call.finish("failed", type(failure).__name__)
-            raise from_exception(failure, key.session_id)
+            error = from_exception(failure, key.session_id, ctx.run_id)
+            error.headers.setdefault("X-Run-Id", ctx.run_id)  # what to look for in the log
+            raise error
         pump.unread(call.first)  # the response streams them first
         return call
 
@@ -254,7 +256,7 @@ class CallResponse:
                     signal = call.pump.ready()
                     continue
                 if kind == _ERROR:
-                    error = from_exception(value, call.record.key.session_id)
+                    error = from_exception(value, call.record.key.session_id, run_id)
                     call.runner.metrics.error(error.code, error.status)
                     await call.finish("failed", type(value).__name__)
                     frames.append(sse(None, "error", _error_data(error)))
@@ -276,7 +278,8 @@ class CallResponse:
                 call.note(signal[1])
                 continue
             if signal[0] == _ERROR:
-                error = from_exception(signal[1], call.record.key.session_id)
+                error = from_exception(signal[1], call.record.key.session_id,
+                                       call.record.run_id)
                 call.runner.metrics.error(error.code, error.status)
                 await call.finish("failed", type(signal[1]).__name__)
                 status, body = error.status, _error_data(error).encode()

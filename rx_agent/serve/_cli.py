@@ -13,6 +13,7 @@ import importlib
 import inspect
 import ipaddress
 import json
+import logging
 import os
 import sys
 from dataclasses import asdict, dataclass
@@ -21,6 +22,7 @@ from typing import Any
 from starlette.applications import Starlette
 
 from ..agent import ReActAgent
+from ..cli._logging import configure_logging
 from ..session import InMemorySessionStore, SessionStore
 from ._app import create_app
 from ._body import DEFAULT_MAX_BODY
@@ -29,6 +31,8 @@ from ._spans import install_global_provider
 __all__ = ["CONFIG_ENV", "ServeConfig", "ServeError", "build_app", "run", "worker_app"]
 
 CONFIG_ENV = "RX_AGENT_SERVE_CONFIG"
+
+log = logging.getLogger("rx_agent.serve")
 
 
 class ServeError(ValueError):
@@ -153,14 +157,27 @@ def check(config: ServeConfig, *, no_auth: bool) -> None:
         raise ServeError(f"--workers must be at least 1, got {config.workers}")
 
 
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
 def run(config: ServeConfig, *, no_auth: bool = False) -> None:
     import uvicorn
 
     check(config, no_auth=no_auth)
+    # Before the user's module loads, so its records are shown too; uvicorn applies
+    # the same schema again in every worker process.
+    log_config = configure_logging(config.log_level, config.tokens or (), uvicorn=True)
     app = build_app(config)  # in the parent too: a bad target fails here, once
+    agent = app.state.service.agent
+    log.info("serving agent %r: the console is at %s/console", agent.name,
+             _url(config.host, config.port))
     if config.workers == 1:
-        uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
+        uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level,
+                    log_config=log_config)
         return
     os.environ[CONFIG_ENV] = json.dumps(asdict(config))
     uvicorn.run("rx_agent.serve._cli:worker_app", factory=True, host=config.host,
-                port=config.port, workers=config.workers, log_level=config.log_level)
+                port=config.port, workers=config.workers, log_level=config.log_level,
+                log_config=log_config)

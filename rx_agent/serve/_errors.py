@@ -52,8 +52,10 @@ def busy(session_id: str) -> HTTPError:
     )
 
 
-def from_exception(exc: BaseException, session_id: str | None = None) -> HTTPError:
-    """The answer for an exception a call raised before its stream started."""
+def from_exception(exc: BaseException, session_id: str | None = None,
+                   run_id: str | None = None) -> HTTPError:
+    """The answer for an exception a call raised; the log gets what the answer does not
+    say (the traceback, with the session and run ids to find it by)."""
     if isinstance(exc, HTTPError):
         return exc
     if isinstance(exc, SessionBusyError):
@@ -62,14 +64,20 @@ def from_exception(exc: BaseException, session_id: str | None = None) -> HTTPErr
         return HTTPError(409, "resume_rejected", str(exc))
     if isinstance(exc, ConcurrentSessionModificationError):
         return HTTPError(409, "session_conflict", str(exc), {"Retry-After": RETRY_AFTER})
+    ids = {"session_id": session_id, "run_id": run_id}
     if isinstance(exc, ModelError):
+        log.warning("run %s on session %r: the model failed: %s", run_id, session_id, exc,
+                    extra=ids)
         return HTTPError(502, "model_error", str(exc))
     if isinstance(exc, SessionCorruptError):
-        log.error("session %r cannot be read: %s", exc.session_id, exc)
+        log.error("run %s: session %r cannot be read: %s", run_id, exc.session_id, exc,
+                  extra=ids)
         return HTTPError(500, "session_corrupt", str(exc))
-    log.error("call on session %r failed", session_id, exc_info=exc)
-    return HTTPError(500, "internal_error",
-                     f"the call failed with {type(exc).__name__}; the server log has the details")
+    log.error("run %s on session %r failed with %s", run_id, session_id,
+              type(exc).__name__, exc_info=exc, extra=ids)
+    where = f" (run {run_id})" if run_id else ""
+    return HTTPError(500, "internal_error", f"the call failed with {type(exc).__name__}; "
+                     f"the server log has the details{where}")
 
 
 def error_response(error: HTTPError) -> JSONResponse:
