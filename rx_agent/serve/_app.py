@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,12 @@ def create_app(
             500, "internal_error", f"the server failed ({type(exc).__name__}); the server "
             "log has the details"))
 
-    app = Starlette(routes=routes, exception_handlers={
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        service.metrics.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
         HTTPError: on_http_error,
         StarletteHTTPException: on_starlette_error,
         Exception: on_crash,

@@ -4,18 +4,23 @@ With ``--workers N`` uvicorn starts N processes; each imports
 ``rx_agent.serve._cli:worker_app`` and builds its own app from the settings the parent
 put in ``RX_AGENT_SERVE_CONFIG`` (JSON). Workers share sessions only through a
 durable store, so more than one worker needs ``--store redis://...`` (or SQLite on
-one host), or an agent built on such a store.
+one host), or an agent built on such a store. The parent also gives them a private
+``PROMETHEUS_MULTIPROC_DIR``, so any worker's ``/metrics`` covers all of them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import ipaddress
 import json
 import logging
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -26,6 +31,7 @@ from ..cli._logging import configure_logging
 from ..session import InMemorySessionStore, SessionStore
 from ._app import create_app
 from ._body import DEFAULT_MAX_BODY
+from ._metrics import MULTIPROC_ENV
 from ._spans import install_global_provider
 
 __all__ = ["CONFIG_ENV", "ServeConfig", "ServeError", "build_app", "run", "worker_app"]
@@ -178,6 +184,24 @@ def run(config: ServeConfig, *, no_auth: bool = False) -> None:
                     log_config=log_config)
         return
     os.environ[CONFIG_ENV] = json.dumps(asdict(config))
-    uvicorn.run("rx_agent.serve._cli:worker_app", factory=True, host=config.host,
-                port=config.port, workers=config.workers, log_level=config.log_level,
-                log_config=log_config)
+    with _metrics_dir():
+        uvicorn.run("rx_agent.serve._cli:worker_app", factory=True, host=config.host,
+                    port=config.port, workers=config.workers, log_level=config.log_level,
+                    log_config=log_config)
+
+
+@contextlib.contextmanager
+def _metrics_dir() -> Iterator[None]:
+    """A private ``PROMETHEUS_MULTIPROC_DIR`` for the workers (they import
+    prometheus_client after it is set, so ``/metrics`` sums them all), removed at exit.
+    One the user set is used as it is and kept."""
+    if os.environ.get(MULTIPROC_ENV):
+        yield
+        return
+    directory = tempfile.mkdtemp(prefix="rx-agent-metrics-")
+    os.environ[MULTIPROC_ENV] = directory
+    try:
+        yield
+    finally:
+        os.environ.pop(MULTIPROC_ENV, None)
+        shutil.rmtree(directory, ignore_errors=True)

@@ -229,7 +229,9 @@ class Service:
 
     async def metrics_text(self, request: Request) -> Response:
         self.user(request)
-        return PlainTextResponse(self.metrics.render(),
+        # Off the loop: in multiprocess mode this reads every worker's file.
+        text = await asyncio.to_thread(self.metrics.render)
+        return PlainTextResponse(text,
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
 

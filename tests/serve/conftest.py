@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from rx_agent.options import GenerateOptions
 
 from .served_agents import EchoModel
 
-__all__ = ["EchoModel", "LiveServer", "SlowModel", "live", "redis_url"]
+__all__ = ["EchoModel", "LiveServer", "SlowModel", "live", "redis_url", "store_url"]
 
 
 class LiveServer:
@@ -66,6 +67,12 @@ def live() -> Iterator[Callable[[Any], LiveServer]]:
     yield start
     for server in started:
         server.__exit__()
+
+
+@pytest.fixture
+def store_url(redis_url: str) -> str:
+    """A Redis store URL of its own (a fresh key prefix) on the shared redis-server."""
+    return f"{redis_url}?prefix=serve-{uuid.uuid4().hex[:8]}"
 
 
 class SlowModel(AsyncChatModel):

@@ -35,7 +35,8 @@ class Worker:
     """``rx-agent serve`` in its own process (its stderr goes to a file we show on
     failure)."""
 
-    def __init__(self, store: str, tmp: Path, *extra: str) -> None:
+    def __init__(self, store: str, tmp: Path, *extra: str,
+                 env: dict[str, str] | None = None) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / f"worker-{self.port}.log"
@@ -45,7 +46,7 @@ class Worker:
                  "--store", store, "--port", str(self.port), "--token", TOKEN,
                  "--log-level", "warning", *extra],
                 cwd=TESTS, stdout=out, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + 30
@@ -66,11 +67,6 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-@pytest.fixture
-def store_url(redis_url: str) -> str:
-    return f"{redis_url}?prefix=serve-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
