@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -19,7 +20,7 @@ from ..agent import ReActAgent
 from ..session import InMemorySessionStore, SessionStore
 from ._auth import TokenAuth
 from ._body import DEFAULT_MAX_BODY
-from ._errors import HTTPError, error_response, log
+from ._errors import CrashAnswer, HTTPError, error_response, log
 from ._openapi import openapi
 from ._service import Service
 from ._spans import install_feed
@@ -159,7 +160,7 @@ def create_app(
         return error_response(error)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
-        session_id = request.path_params.get("session_id")
+        session_id = request.scope.get("path_params", {}).get("session_id")
         log.error("%s %s failed (session %r)", request.method, request.url.path, session_id,
                   exc_info=exc, extra={"session_id": session_id, "run_id": None})
         service.metrics.error("internal_error", 500)
@@ -175,8 +176,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
         HTTPError: on_http_error,
         StarletteHTTPException: on_starlette_error,
-        Exception: on_crash,
-    })
+    }, middleware=[Middleware(CrashAnswer, on_crash=on_crash)])
     app.state.service = service
     logging.getLogger("rx_agent.serve").debug("serving agent %r", agent.name)
     return app

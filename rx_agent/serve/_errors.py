@@ -7,9 +7,11 @@ Input mistakes are 4xx with a message naming the problem; anything unexpected is
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agent import ResumeError
 from ..model.errors import ModelError
@@ -19,7 +21,7 @@ from ..session import (
     SessionCorruptError,
 )
 
-__all__ = ["RETRY_AFTER", "HTTPError", "error_response", "from_exception"]
+__all__ = ["RETRY_AFTER", "CrashAnswer", "HTTPError", "error_response", "from_exception"]
 
 log = logging.getLogger("rx_agent.serve")
 
@@ -82,3 +84,39 @@ def from_exception(exc: BaseException, session_id: str | None = None,
 
 def error_response(error: HTTPError) -> JSONResponse:
     return JSONResponse(error.payload(), status_code=error.status, headers=error.headers)
+
+
+class CrashAnswer:
+    """ASGI middleware: an unexpected exception before the answer started becomes the
+    ``on_crash`` answer, and the connection stays open for the client's next request.
+
+    Starlette's own handler for ``Exception`` answers too, but then re-raises, and the
+    server closes the connection after the 500 without ``Connection: close``: a pooling
+    client's next request on it fails. Once an answer started, nothing can be said
+    any more: the exception goes on and the server drops the connection.
+    """
+
+    def __init__(self, app: ASGIApp,
+                 on_crash: Callable[[Request, Exception], Awaitable[Response]]) -> None:
+        self.app = app
+        self.on_crash = on_crash
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started:
+                raise
+            answer = await self.on_crash(Request(scope, receive), exc)
+            await answer(scope, receive, send)

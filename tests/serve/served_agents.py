@@ -72,3 +72,9 @@ def build_failing(store: SessionStore) -> ReActAgent:
     """``rx-agent serve serve.served_agents:build_failing``: every call fails."""
     return ReActAgent(name="failing", model=FailingModel(), session_store=store,
                       max_retries=1)
+
+
+def build_echo_queued(store: SessionStore) -> ReActAgent:
+    """``build_echo`` for ``--queue``: a queued post waits up to 20 s for its turn."""
+    return ReActAgent(name="echo", model=EchoModel(pid=True), session_store=store,
+                      session_wait=20)
