@@ -132,7 +132,7 @@ class SessionGuard:
                 raise
         # Only now is it this worker's call: until then an interrupt is for another one.
         self._local[key] = hold
-        if watch:
+        if watch and hold.lease is not None:
             hold.tasks.append(asyncio.create_task(self._renew(hold)))
             hold.tasks.append(asyncio.create_task(self._watch_interrupts(hold)))
         return hold
