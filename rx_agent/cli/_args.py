@@ -8,6 +8,7 @@ import math
 from .._version import __version__
 from ._base import DEFAULT_OPENAI_MODEL, PROG
 from ._commands import cmd_chat, cmd_demo, cmd_plan
+from ._logging import LOG_LEVELS
 from ._providers import PROVIDERS
 from ._serve import add_serve
 from ._sessions import cmd_sessions_delete, cmd_sessions_list, cmd_sessions_show
@@ -112,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
         "endpoint",
     )
     _add_display_options(chat, delay_note=" used by --offline")
+    chat.add_argument(
+        "--log-level",
+        default="warning",
+        choices=LOG_LEVELS,
+        help="what is logged to stderr (default warning; info adds the traceback of a "
+        "failed reply, with its session and run id); API keys are shown as [redacted]",
+    )
     chat.set_defaults(handler=cmd_chat)
 
     plan = commands.add_parser(

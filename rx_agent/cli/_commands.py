@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from ._base import (
     error,
     make_console,
 )
+from ._logging import configure_logging
 from ._providers import chat_model, close_sources, mcp_sources, show_tools
 from ._pump import pump
 from ._render import Renderer
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from ._store import AnyStore
 
 __all__ = ["cmd_chat", "cmd_demo", "cmd_plan"]
+
+log = logging.getLogger("rx_agent.cli")
 
 
 # -- rx-agent plan ---------------------------------------------------------------------
@@ -179,6 +183,7 @@ def _read_line(prompt: str) -> str | None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, [args.api_key] if args.api_key else [])
     model, described = _chat_model(args)
     console = make_console(args.no_color)
     # --session or --store: a durable conversation; neither: today's in-memory chat.
@@ -272,6 +277,9 @@ def _chat(
         if outcome.cancelled:
             renderer.note("(reply cancelled)", "yellow")
         elif outcome.error is not None:
+            log.info("the reply on session %r (run %s) failed", session, ctx.run_id,
+                     exc_info=outcome.error, extra={"session_id": session,
+                                                    "run_id": ctx.run_id})
             message = describe_error(outcome.error)
             if not answered:
                 # Before any reply worked, an error almost always means the endpoint,

@@ -7,6 +7,7 @@ import argparse
 import os
 
 from ._base import EXIT_FAILURE, EXIT_OK, CLIError
+from ._logging import LOG_LEVELS
 
 __all__ = ["TOKEN_ENV", "add_serve"]
 
@@ -22,8 +23,10 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "call's events as Server-Sent Events; /console is a web console; /openapi.json "
         "describes the rest. Needs the serve extra (pip install 'rx-agent[serve]').",
         epilog="With --token T every request needs `Authorization: Bearer T` (sessions "
-        "belong to user 'default'); --tokens FILE maps several tokens to user ids. Without "
-        "either the server only listens on a loopback address.",
+        "belong to user 'default'); --tokens FILE maps several tokens to user ids. A token "
+        "has at least 8 characters and no surrounding whitespace. Without either the "
+        "server only listens on a loopback address. Failed calls are logged to stderr with "
+        "their traceback, session and run id; tokens and API keys are shown as [redacted].",
     )
     serve.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.agents:build_agent")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -34,7 +37,8 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                        help="the session store for a factory target: memory:// (default), "
                        "sqlite:///file.db or redis://host:port/db")
     serve.add_argument("--token", metavar="T", default=os.environ.get(TOKEN_ENV),
-                       help=f"the bearer token clients must send (default: ${TOKEN_ENV})")
+                       help="the bearer token clients must send, at least 8 characters "
+                       f"(default: ${TOKEN_ENV})")
     serve.add_argument("--tokens", metavar="FILE",
                        help='a JSON object of token -> user id, e.g. {"t0k3n-a": "alice"}')
     serve.add_argument("--no-auth", action="store_true",
@@ -43,8 +47,9 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                        help="queue posts to a busy session instead of answering 409")
     serve.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
                        help="the largest request body (default 1 MiB)")
-    serve.add_argument("--log-level", default="info",
-                       choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--log-level", default="info", choices=LOG_LEVELS,
+                       help="what goes to stderr (default info: the console's URL, each "
+                       "request, every failure with its traceback)")
     serve.set_defaults(handler=cmd_serve)
 
 

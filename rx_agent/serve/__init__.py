@@ -15,6 +15,7 @@ describes the endpoints, ``_cli`` is the command.
 from __future__ import annotations
 
 try:
+    import prometheus_client  # noqa: F401
     import starlette  # noqa: F401
     import uvicorn  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised with the extra missing

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -18,7 +20,7 @@ from ..agent import ReActAgent
 from ..session import InMemorySessionStore, SessionStore
 from ._auth import TokenAuth
 from ._body import DEFAULT_MAX_BODY
-from ._errors import HTTPError, error_response, log
+from ._errors import CrashAnswer, HTTPError, error_response, log
 from ._openapi import openapi
 from ._service import Service
 from ._spans import install_feed
@@ -95,6 +97,13 @@ def create_app(
         tracer_provider: an OpenTelemetry SDK ``TracerProvider`` whose spans the
             console shows per run (default: the global one, when it is an SDK one).
         console: serve the web console at ``/console``.
+
+    A call that fails answers ``500`` (or an SSE ``error`` event) naming only the
+    exception's type; its traceback, with the session and run id, is logged at
+    ``ERROR`` on the ``rx_agent.serve`` logger. ``rx-agent serve`` prints it to stderr
+    (``--log-level``); under your own uvicorn, give that logger a handler before
+    starting it, e.g. ``logging.basicConfig(level=logging.INFO)`` (uvicorn's own
+    logging config leaves the root logger alone).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
@@ -156,17 +165,23 @@ def create_app(
         return error_response(error)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
-        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        session_id = request.scope.get("path_params", {}).get("session_id")
+        log.error("%s %s failed (session %r)", request.method, request.url.path, session_id,
+                  exc_info=exc, extra={"session_id": session_id, "run_id": None})
         service.metrics.error("internal_error", 500)
         return error_response(HTTPError(
             500, "internal_error", f"the server failed ({type(exc).__name__}); the server "
             "log has the details"))
 
-    app = Starlette(routes=routes, exception_handlers={
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        service.metrics.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
         HTTPError: on_http_error,
         StarletteHTTPException: on_starlette_error,
-        Exception: on_crash,
-    })
+    }, middleware=[Middleware(CrashAnswer, on_crash=on_crash)])
     app.state.service = service
     logging.getLogger("rx_agent.serve").debug("serving agent %r", agent.name)
     return app

@@ -68,9 +68,52 @@ async def read_json(request: Request, limit: int, *, optional: bool = False) -> 
         raise HTTPError(415, "unsupported_media_type",
                         f"the body must be application/json, not {kind!r}")
     try:
-        return json.loads(raw)
+        data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise HTTPError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise HTTPError(400, "bad_json", "the body's JSON is nested too deeply (at most "
+                        f"{MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise HTTPError(400, "bad_json", "the body's JSON has an integer with too many "
+                        f"digits: {str(exc).split(';')[0].lower()}") from None
+    _check_tree(data)
+    return data
+
+
+MAX_DEPTH = 100
+"""How deeply arrays and objects may nest in a request body."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_tree(data: Any) -> None:
+    """Refuse what JSON allows but the rest of the server cannot hold: nesting deeper
+    than ``MAX_DEPTH`` and strings with a lone UTF-16 surrogate (``"\\ud800"``, which
+    no UTF-8 text, so no model or store, can carry)."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, str):
+            found = _SURROGATE.search(value)
+            if found is not None:
+                raise HTTPError(400, "bad_json",
+                                f"the string at {where or '(root)'} has a lone surrogate "
+                                f"({found.group().encode('unicode_escape').decode()}); JSON "
+                                "text must be valid Unicode (pair it or drop it)")
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth >= MAX_DEPTH:
+            raise HTTPError(400, "bad_json", f"the body's JSON is nested too deeply at "
+                            f"{where}: at most {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                path = f"{where}.{key}" if where else str(key)
+                stack.append((key, f"{where or '(root)'} (a key)", depth + 1))
+                stack.append((item, path, depth + 1))
+        else:
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
 
 
 def _object(data: Any, allowed: set[str], what: str) -> dict[str, Any]:
@@ -91,6 +134,18 @@ def _kind(value: Any) -> str:
 
 def _problems(exc: ValidationError) -> str:
     return validation_problems(exc, "(root)", limit=3)
+
+
+# Blocks only the agent writes. A posted tool result would answer no call the model
+# made (OpenAI then refuses every later request of the session), a posted tool call
+# would wait forever for its result, and posted thinking would pass for the model's own.
+_AGENTS_BLOCKS = {
+    "tool_use": "tool calls are the model's; a paused call is answered at .../confirm",
+    "tool_result": "tool results answer the model's calls: post them to "
+                   ".../external-results when the reply waits for them",
+    "thinking": "thinking is the model's own reasoning",
+}
+_CLIENTS_BLOCKS = ("text", "data", "hint")
 
 
 def read_messages(data: Any) -> list[Msg]:
@@ -123,6 +178,12 @@ def read_messages(data: Any) -> list[Msg]:
             raise HTTPError(400, "bad_message",
                             f"messages[{i}] has role {msg.role.value!r}; only user messages "
                             "may be posted (the agent writes the others)")
+        for j, block in enumerate(msg.content):
+            if block.type in _AGENTS_BLOCKS:
+                raise HTTPError(400, "bad_message",
+                                f"messages[{i}].content[{j}] is a {block.type!r} block; a "
+                                f"posted message holds {', '.join(_CLIENTS_BLOCKS)} blocks "
+                                f"only ({_AGENTS_BLOCKS[block.type]})")
         out.append(msg)
     return out
 

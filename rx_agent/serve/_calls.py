@@ -113,12 +113,9 @@ class Call:
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
         data = event.model_dump_json()
-        seq = self.record.add(event.type, data)
-        metrics = self.runner.metrics
-        metrics.events += 1
+        seq = self.record.add(event.type, data)  # the record counts them for /metrics
         if type(event) is ModelCallEndEvent and event.usage is not None:
-            metrics.tokens["input"] += event.usage.input_tokens
-            metrics.tokens["output"] += event.usage.output_tokens
+            self.runner.metrics.tokens(event.usage.input_tokens, event.usage.output_tokens)
             self.record.used(event.usage.input_tokens, event.usage.output_tokens)
         elif type(event) is AgentResultEvent:
             self.result = event.result
@@ -131,8 +128,8 @@ class Call:
         self.pump.dispose()  # a no-op after the stream ended; cancels it otherwise
         self.record.finish(outcome, error)
         runner = self.runner
-        runner.metrics.active -= 1
-        runner.metrics.call_ended(self.kind, outcome, time.monotonic() - self.started)
+        runner.metrics.call_ended(self.kind, outcome, time.monotonic() - self.started,
+                                  self.record.count)
         await runner.guard.leave(self.hold)
 
 
@@ -155,7 +152,7 @@ class CallRunner:
         agent = self.agent
         hold = await self.guard.enter(key, ctx.run_id, lambda: agent.interrupt(ctx))
         record = self.runs.start(ctx.run_id, key, kind)
-        self.metrics.active += 1
+        self.metrics.call_started()
         call: Call | None = None
         try:
             pump = EventPump(agent, inp, ctx)
@@ -170,17 +167,19 @@ class CallRunner:
                     break
         except BaseException as exc:
             if call is None:
-                self.metrics.active -= 1
+                self.metrics.call_ended(kind, "failed", time.monotonic() - started, 0)
                 record.finish("failed", type(exc).__name__)
                 await self.guard.leave(hold)
             else:
                 await call.finish("failed", type(exc).__name__)
             raise
-        self.metrics.first_event.observe(time.monotonic() - started)
+        self.metrics.first_event(time.monotonic() - started)
         if call.first[-1][0] == _ERROR:
             failure = call.first[-1][1]
             await call.finish("failed", type(failure).__name__)
-            raise from_exception(failure, key.session_id)
+            error = from_exception(failure, key.session_id, ctx.run_id)
+            error.headers.setdefault("X-Run-Id", ctx.run_id)  # what to look for in the log
+            raise error
         pump.unread(call.first)  # the response streams them first
         return call
 
@@ -255,7 +254,7 @@ class CallResponse:
                     signal = call.pump.ready()
                     continue
                 if kind == _ERROR:
-                    error = from_exception(value, call.record.key.session_id)
+                    error = from_exception(value, call.record.key.session_id, run_id)
                     call.runner.metrics.error(error.code, error.status)
                     await call.finish("failed", type(value).__name__)
                     frames.append(sse(None, "error", _error_data(error)))
@@ -277,7 +276,8 @@ class CallResponse:
                 call.note(signal[1])
                 continue
             if signal[0] == _ERROR:
-                error = from_exception(signal[1], call.record.key.session_id)
+                error = from_exception(signal[1], call.record.key.session_id,
+                                       call.record.run_id)
                 call.runner.metrics.error(error.code, error.status)
                 await call.finish("failed", type(signal[1]).__name__)
                 status, body = error.status, _error_data(error).encode()

@@ -4,28 +4,38 @@ With ``--workers N`` uvicorn starts N processes; each imports
 ``rx_agent.serve._cli:worker_app`` and builds its own app from the settings the parent
 put in ``RX_AGENT_SERVE_CONFIG`` (JSON). Workers share sessions only through a
 durable store, so more than one worker needs ``--store redis://...`` (or SQLite on
-one host), or an agent built on such a store.
+one host), or an agent built on such a store. The parent also gives them a private
+``PROMETHEUS_MULTIPROC_DIR``, so any worker's ``/metrics`` covers all of them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
+import logging
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from starlette.applications import Starlette
 
 from ..agent import ReActAgent
+from ..cli._logging import configure_logging
 from ..cli._target import TargetError, build_agent, load_target
 from ..session import InMemorySessionStore, SessionStore
 from ._app import create_app
 from ._body import DEFAULT_MAX_BODY
+from ._metrics import MULTIPROC_ENV
 from ._spans import install_global_provider
 
 __all__ = ["CONFIG_ENV", "ServeConfig", "ServeError", "build_app", "run", "worker_app"]
 
 CONFIG_ENV = "RX_AGENT_SERVE_CONFIG"
+
+log = logging.getLogger("rx_agent.serve")
 
 
 class ServeError(ValueError):
@@ -120,14 +130,45 @@ def check(config: ServeConfig, *, no_auth: bool) -> None:
         raise ServeError(f"--workers must be at least 1, got {config.workers}")
 
 
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
 def run(config: ServeConfig, *, no_auth: bool = False) -> None:
     import uvicorn
 
     check(config, no_auth=no_auth)
+    # Before the user's module loads, so its records are shown too; uvicorn applies
+    # the same schema again in every worker process.
+    log_config = configure_logging(config.log_level, config.tokens or (), uvicorn=True)
     app = build_app(config)  # in the parent too: a bad target fails here, once
+    agent = app.state.service.agent
+    log.info("serving agent %r: the console is at %s/console", agent.name,
+             _url(config.host, config.port))
     if config.workers == 1:
-        uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
+        uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level,
+                    log_config=log_config)
         return
     os.environ[CONFIG_ENV] = json.dumps(asdict(config))
-    uvicorn.run("rx_agent.serve._cli:worker_app", factory=True, host=config.host,
-                port=config.port, workers=config.workers, log_level=config.log_level)
+    with _metrics_dir():
+        uvicorn.run("rx_agent.serve._cli:worker_app", factory=True, host=config.host,
+                    port=config.port, workers=config.workers, log_level=config.log_level,
+                    log_config=log_config)
+
+
+@contextlib.contextmanager
+def _metrics_dir() -> Iterator[None]:
+    """A private ``PROMETHEUS_MULTIPROC_DIR`` for the workers (they import
+    prometheus_client after it is set, so ``/metrics`` sums them all), removed at exit.
+    One the user set is used as it is and kept."""
+    if os.environ.get(MULTIPROC_ENV):
+        yield
+        return
+    directory = tempfile.mkdtemp(prefix="rx-agent-metrics-")
+    os.environ[MULTIPROC_ENV] = directory
+    try:
+        yield
+    finally:
+        os.environ.pop(MULTIPROC_ENV, None)
+        shutil.rmtree(directory, ignore_errors=True)

@@ -7,9 +7,11 @@ Input mistakes are 4xx with a message naming the problem; anything unexpected is
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agent import ResumeError
 from ..model.errors import ModelError
@@ -19,7 +21,7 @@ from ..session import (
     SessionCorruptError,
 )
 
-__all__ = ["RETRY_AFTER", "HTTPError", "error_response", "from_exception"]
+__all__ = ["RETRY_AFTER", "CrashAnswer", "HTTPError", "error_response", "from_exception"]
 
 log = logging.getLogger("rx_agent.serve")
 
@@ -52,8 +54,10 @@ def busy(session_id: str) -> HTTPError:
     )
 
 
-def from_exception(exc: BaseException, session_id: str | None = None) -> HTTPError:
-    """The answer for an exception a call raised before its stream started."""
+def from_exception(exc: BaseException, session_id: str | None = None,
+                   run_id: str | None = None) -> HTTPError:
+    """The answer for an exception a call raised; the log gets what the answer does not
+    say (the traceback, with the session and run ids to find it by)."""
     if isinstance(exc, HTTPError):
         return exc
     if isinstance(exc, SessionBusyError):
@@ -62,15 +66,57 @@ def from_exception(exc: BaseException, session_id: str | None = None) -> HTTPErr
         return HTTPError(409, "resume_rejected", str(exc))
     if isinstance(exc, ConcurrentSessionModificationError):
         return HTTPError(409, "session_conflict", str(exc), {"Retry-After": RETRY_AFTER})
+    ids = {"session_id": session_id, "run_id": run_id}
     if isinstance(exc, ModelError):
+        log.warning("run %s on session %r: the model failed: %s", run_id, session_id, exc,
+                    extra=ids)
         return HTTPError(502, "model_error", str(exc))
     if isinstance(exc, SessionCorruptError):
-        log.error("session %r cannot be read: %s", exc.session_id, exc)
+        log.error("run %s: session %r cannot be read: %s", run_id, exc.session_id, exc,
+                  extra=ids)
         return HTTPError(500, "session_corrupt", str(exc))
-    log.error("call on session %r failed", session_id, exc_info=exc)
-    return HTTPError(500, "internal_error",
-                     f"the call failed with {type(exc).__name__}; the server log has the details")
+    log.error("run %s on session %r failed with %s", run_id, session_id,
+              type(exc).__name__, exc_info=exc, extra=ids)
+    where = f" (run {run_id})" if run_id else ""
+    return HTTPError(500, "internal_error", f"the call failed with {type(exc).__name__}; "
+                     f"the server log has the details{where}")
 
 
 def error_response(error: HTTPError) -> JSONResponse:
     return JSONResponse(error.payload(), status_code=error.status, headers=error.headers)
+
+
+class CrashAnswer:
+    """ASGI middleware: an unexpected exception before the answer started becomes the
+    ``on_crash`` answer, and the connection stays open for the client's next request.
+
+    Starlette's own handler for ``Exception`` answers too, but then re-raises, and the
+    server closes the connection after the 500 without ``Connection: close``: a pooling
+    client's next request on it fails. Once an answer started, nothing can be said
+    any more: the exception goes on and the server drops the connection.
+    """
+
+    def __init__(self, app: ASGIApp,
+                 on_crash: Callable[[Request, Exception], Awaitable[Response]]) -> None:
+        self.app = app
+        self.on_crash = on_crash
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started:
+                raise
+            answer = await self.on_crash(Request(scope, receive), exc)
+            await answer(scope, receive, send)

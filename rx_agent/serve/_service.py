@@ -63,7 +63,8 @@ class Service:
         self.feed = feed
         self.metrics = Metrics()
         self.runs = RunLog()
-        self.guard = SessionGuard(store, agent.config.session_lease_ttl, queue=queue)
+        self.guard = SessionGuard(store, agent.config.session_lease_ttl, queue=queue,
+                                  wait=agent.config.session_wait)
         self.calls = CallRunner(agent, self.guard, self.runs, self.metrics)
 
     # -- identity --------------------------------------------------------------------
@@ -184,11 +185,16 @@ class Service:
 
     async def delete_session(self, request: Request) -> Response:
         key, _ = self.key(request)
-        if await self.guard.running(key):
+        try:
+            async with self.guard.exclusive(key):  # no call starts while it goes
+                deleted = await self._store_call("delete", key)
+        except HTTPError as exc:
+            if exc.code != "session_busy":
+                raise
             raise HTTPError(409, "session_busy",
-                            f"session {key.session_id!r} is running a call; interrupt it first",
-                            {"Retry-After": "1"})
-        if not await self._store_call("delete", key):
+                            f"session {key.session_id!r} is running a call; interrupt it "
+                            "first", exc.headers) from None
+        if not deleted:
             raise HTTPError(404, "no_session", f"there is no session {key.session_id!r}")
         return Response(status_code=204)
 
@@ -231,7 +237,9 @@ class Service:
 
     async def metrics_text(self, request: Request) -> Response:
         self.user(request)
-        return PlainTextResponse(self.metrics.render(),
+        # Off the loop: in multiprocess mode this reads every worker's file.
+        text = await asyncio.to_thread(self.metrics.render)
+        return PlainTextResponse(text,
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
 

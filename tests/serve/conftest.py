@@ -8,8 +8,10 @@ with httpx. ``redis_url`` is the shared real ``redis-server`` of ``tests/_servic
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -24,7 +26,7 @@ from rx_agent.options import GenerateOptions
 
 from .served_agents import EchoModel
 
-__all__ = ["EchoModel", "LiveServer", "SlowModel", "live", "redis_url"]
+__all__ = ["EchoModel", "LiveServer", "SlowModel", "live", "redis_url", "store_url"]
 
 
 class LiveServer:
@@ -53,6 +55,16 @@ class LiveServer:
         self.thread.join(10)
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """`rx-agent serve` run in-process configures logging: undo it for the next test."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 @pytest.fixture
 def live() -> Iterator[Callable[[Any], LiveServer]]:
     """``with live(app) as server: httpx.get(server.url + "/healthz")``."""
@@ -66,6 +78,12 @@ def live() -> Iterator[Callable[[Any], LiveServer]]:
     yield start
     for server in started:
         server.__exit__()
+
+
+@pytest.fixture
+def store_url(redis_url: str) -> str:
+    """A Redis store URL of its own (a fresh key prefix) on the shared redis-server."""
+    return f"{redis_url}?prefix=serve-{uuid.uuid4().hex[:8]}"
 
 
 class SlowModel(AsyncChatModel):

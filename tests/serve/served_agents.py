@@ -47,3 +47,34 @@ def build_echo(store: SessionStore) -> ReActAgent:
     """The factory ``rx-agent serve serve.served_agents:build_echo --store URL`` loads."""
     return ReActAgent(name="echo", model=EchoModel(pid=True), session_store=store,
                       session_wait=0.5)
+
+
+class FailingModel(AsyncChatModel):
+    """Fails every call with an error whose message quotes credentials (as an HTTP
+    client's error can): the bearer token the server runs with, the API key in
+    ``$OPENAI_API_KEY`` and a ``Bearer``/``sk-`` pair the server never heard of."""
+
+    name = "failing"
+    provider = "test"
+
+    async def astream(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]],
+                      options: GenerateOptions) -> AsyncIterator[ModelChunk]:
+        last = next((m.text for m in reversed(messages) if m.role.value == "user"), "")
+        if last.startswith("late"):
+            yield TextChunk("partial ")
+        raise RuntimeError(
+            f"upstream refused: token={os.environ.get('RX_AGENT_TOKEN', '')} "
+            f"key {os.environ.get('OPENAI_API_KEY', '')} "
+            "headers {'Authorization': 'Bearer unseen-bearer-42', 'x': 'sk-unseenkey123456'}")
+
+
+def build_failing(store: SessionStore) -> ReActAgent:
+    """``rx-agent serve serve.served_agents:build_failing``: every call fails."""
+    return ReActAgent(name="failing", model=FailingModel(), session_store=store,
+                      max_retries=1)
+
+
+def build_echo_queued(store: SessionStore) -> ReActAgent:
+    """``build_echo`` for ``--queue``: a queued post waits up to 20 s for its turn."""
+    return ReActAgent(name="echo", model=EchoModel(pid=True), session_store=store,
+                      session_wait=20)

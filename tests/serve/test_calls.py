@@ -21,6 +21,7 @@ from rx_agent import (
 from rx_agent.serve import create_app
 
 from .conftest import EchoModel, SlowModel
+from .test_metrics import samples, value
 
 
 def read_sse(lines: Any) -> list[dict[str, str]]:
@@ -110,8 +111,9 @@ def test_client_disconnect_disposes_the_call_and_keeps_the_session_usable(live: 
     # The state was kept (the input is in the session) and the session is free again.
     state = store.load(SessionKey("__anon__", "s1"))
     assert state is not None and state.context[0].text == "tell me"
-    metrics = httpx.get(server.url + "/metrics").text
-    assert 'rx_agent_serve_calls_total{kind="message",outcome="disconnected"} 1' in metrics
+    metrics = samples(httpx.get(server.url + "/metrics").text)
+    assert value(metrics, "rx_agent_serve_calls_total", kind="message",
+                 outcome="disconnected") == 1
 
     slow.chunks = ["ok"]
     answer = httpx.post(server.url + "/v1/sessions/s1/messages", json={"message": "again"},
@@ -203,21 +205,6 @@ def test_delete_and_plan_and_health_and_openapi(live: Any) -> None:
         assert path in doc["paths"]
 
 
-def test_metrics_count_calls_tokens_and_latency(live: Any) -> None:
-    server = live(create_app(ReActAgent(name="assistant", model=EchoModel())))
-    for text in ("a", "b"):
-        httpx.post(server.url + "/v1/sessions/s1/messages", json={"message": text},
-                   headers={"Accept": "application/json"})
-    httpx.post(server.url + "/v1/sessions/s1/messages", content=b"{nope")
-    text = httpx.get(server.url + "/metrics").text
-    assert 'rx_agent_serve_calls_total{kind="message",outcome="completed"} 2' in text
-    assert 'rx_agent_serve_tokens_total{kind="input"} 6' in text
-    assert 'rx_agent_serve_tokens_total{kind="output"} 4' in text
-    assert 'rx_agent_serve_errors_total{code="bad_json",status="400"} 1' in text
-    assert 'rx_agent_serve_call_duration_seconds_count{outcome="completed"} 2' in text
-    assert 'rx_agent_serve_call_duration_seconds_bucket{outcome="completed",le="+Inf"} 2' in text
-
-
 def test_create_app_checks_its_arguments() -> None:
     agent = ReActAgent(name="a", model=EchoModel())
     with pytest.raises(ValueError, match="pass a factory"):
@@ -234,3 +221,84 @@ def test_create_app_checks_its_arguments() -> None:
     app = create_app(lambda s: ReActAgent(name="f", model=EchoModel(), session_store=s), store)
     assert app.state.service.store is store
     assert json.dumps(RuntimeContext(session_id="x").session_id) == '"x"'
+
+
+def test_queue_mode_reports_a_running_session_and_refuses_to_delete_it(live: Any) -> None:
+    gate = threading.Event()
+    slow = SlowModel(["x", "y"], delay=0.0, gate=gate)
+    store = InMemorySessionStore()
+    server = live(create_app(ReActAgent(name="assistant", model=slow, session_store=store),
+                             queue=True))
+    base = server.url + "/v1/sessions/s1"
+    answers: dict[str, httpx.Response] = {}
+
+    def post(text: str) -> None:
+        answers[text] = httpx.post(base + "/messages", json={"message": text},
+                                   headers={"Accept": "application/json"}, timeout=30)
+
+    first = threading.Thread(target=post, args=("one",))
+    first.start()
+    second = threading.Thread(target=post, args=("two",))  # waits its turn
+    try:
+        assert slow.started.wait(5)
+        assert httpx.get(base).json()["status"] == "running"
+        refused = httpx.delete(base)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "session_busy"
+        assert "interrupt it first" in refused.json()["error"]["message"]
+        second.start()
+        time.sleep(0.2)
+        assert "two" not in answers
+        assert httpx.delete(base).status_code == 409  # a waiting call counts too
+    finally:
+        gate.set()
+    first.join(10)
+    assert httpx.get(base).json()["status"] in ("running", "idle")  # two may be running
+    second.join(10)
+    assert [answers[t].json()["content"][0]["text"] for t in ("one", "two")] == ["xy", "xy"]
+    state = httpx.get(base).json()
+    assert state["status"] == "idle" and len(state["messages"]) == 4
+
+    # Free now: the delete sticks (no call saves the session back afterwards).
+    assert httpx.delete(base).status_code == 204
+    time.sleep(0.2)
+    assert httpx.get(base).status_code == 404
+    assert store.load(SessionKey("__anon__", "s1")) is None
+
+
+def _connections(events: list[str]) -> Any:
+    def trace(name: str, info: dict[str, Any]) -> None:
+        if name == "connection.connect_tcp.complete":
+            events.append(name)
+    return trace
+
+
+def test_a_500_keeps_the_connection_usable_for_the_next_request(live: Any) -> None:
+    def auth(token: str) -> str | None:
+        if token == "crash-the-auth":
+            raise RuntimeError("the user database is down")  # a bug in the app's own code
+        return "ann" if token == "ann-token-1" else None
+
+    model = ScriptedModel([RuntimeError("model exploded"), "fine"])
+    server = live(create_app(ReActAgent(name="a", model=model, max_retries=1), auth=auth))
+    connects: list[str] = []
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        hooks = {"trace": _connections(connects)}
+        crashed = client.get("/v1/sessions", extensions=hooks,
+                             headers={"Authorization": "Bearer crash-the-auth"})
+        assert crashed.status_code == 500
+        assert crashed.json()["error"]["code"] == "internal_error"
+        assert "RuntimeError" in crashed.text and "database" not in crashed.text
+        failed = client.post("/v1/sessions/s1/messages", json={"message": "hi"},
+                             extensions=hooks,
+                             headers={"Authorization": "Bearer ann-token-1",
+                                      "Accept": "application/json"})
+        assert failed.status_code == 500 and "run " in failed.json()["error"]["message"]
+        after = client.post("/v1/sessions/s2/messages", json={"message": "hi"},
+                            extensions=hooks,
+                            headers={"Authorization": "Bearer ann-token-1",
+                                     "Accept": "application/json"})
+        assert after.status_code == 200 and after.json()["content"][0]["text"] == "fine"
+    assert connects == ["connection.connect_tcp.complete"]  # all three on one connection
+    for answer in (crashed, failed):
+        assert answer.headers.get("connection", "keep-alive") != "close"

@@ -1,4 +1,4 @@
-"""The server's small parts: run records, the histogram, keepalives, the OpenAPI paths."""
+"""The server's small parts: run records, keepalives."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from rx_agent import ReActAgent
 from rx_agent.serve import _calls, _runs, create_app
-from rx_agent.serve._metrics import Histogram
 from rx_agent.session import SessionKey
 
 from .conftest import SlowModel
@@ -32,19 +31,6 @@ def test_the_run_log_forgets_the_oldest_and_hides_other_sessions() -> None:
     assert log.get("r1", mine) is None  # forgotten
     assert log.get("r2", mine) is None  # not alice's
     assert [r.run_id for r in log.of_session(mine)] == ["r3"]
-
-
-def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
-    hist = Histogram()
-    for seconds in (0.05, 0.07, 3.0, 500.0):
-        hist.observe(seconds)
-    lines = hist.lines("h", "")
-    assert 'h_bucket{le="0.05"} 1' in lines
-    assert 'h_bucket{le="0.1"} 2' in lines
-    assert 'h_bucket{le="5.0"} 3' in lines
-    assert 'h_bucket{le="120.0"} 3' in lines
-    assert 'h_bucket{le="+Inf"} 4' in lines
-    assert "h_count 4" in lines and "h_sum 503.120000" in lines
 
 
 def test_a_quiet_stream_sends_keepalive_comments(live: Any,

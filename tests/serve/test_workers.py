@@ -35,17 +35,19 @@ class Worker:
     """``rx-agent serve`` in its own process (its stderr goes to a file we show on
     failure)."""
 
-    def __init__(self, store: str, tmp: Path, *extra: str) -> None:
+    def __init__(self, store: str, tmp: Path, *extra: str,
+                 env: dict[str, str] | None = None,
+                 target: str = "serve.served_agents:build_echo") -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / f"worker-{self.port}.log"
         with self.log.open("w") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rx_agent", "serve", "serve.served_agents:build_echo",
+                [sys.executable, "-m", "rx_agent", "serve", target,
                  "--store", store, "--port", str(self.port), "--token", TOKEN,
                  "--log-level", "warning", *extra],
                 cwd=TESTS, stdout=out, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + 30
@@ -66,11 +68,6 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-@pytest.fixture
-def store_url(redis_url: str) -> str:
-    return f"{redis_url}?prefix=serve-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +174,51 @@ def test_a_disconnect_disposes_the_call_and_saves_it_for_the_other_worker(
     assert state["status"] == "idle", state
     assert state["messages"][0]["content"][0]["text"] == "slow story"
     assert re.fullmatch(r"echo \d+ @\d+: next", _reply(b, "s3", "next"))
+
+
+def test_queued_workers_report_a_running_session_and_refuse_to_delete_it(
+    store_url: str, tmp_path: Path,
+) -> None:
+    a, b = (Worker(store_url, tmp_path, "--queue", target="serve.served_agents:build_echo_queued")
+            for _ in range(2))
+    try:
+        for w in (a, b):
+            w.wait_ready()
+        result: list[httpx.Response] = []
+        slow = threading.Thread(target=lambda: result.append(httpx.post(
+            f"{a.url}/v1/sessions/q1/messages", json={"message": "slow please"},
+            headers=JSON, timeout=30)))
+        slow.start()
+        deadline = time.monotonic() + 20
+        while httpx.get(f"{b.url}/v1/sessions/q1", headers=AUTH).status_code == 404:
+            assert time.monotonic() < deadline, "the slow call never started"
+            time.sleep(0.05)
+        assert httpx.get(f"{b.url}/v1/sessions/q1", headers=AUTH).json()["status"] == "running"
+        refused = httpx.delete(f"{b.url}/v1/sessions/q1", headers=AUTH)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "session_busy"
+
+        # A post to the other worker waits its turn, and an interrupt posted there
+        # reaches the running call (the serving lease names its run).
+        queued: list[httpx.Response] = []
+        later = threading.Thread(target=lambda: queued.append(httpx.post(
+            f"{b.url}/v1/sessions/q1/messages", json={"message": "next"}, headers=JSON,
+            timeout=30)))
+        later.start()
+        time.sleep(0.3)
+        assert not queued
+        stopped = httpx.post(f"{b.url}/v1/sessions/q1/interrupt", headers=AUTH, timeout=10)
+        assert stopped.json() == {"interrupted": True}
+        slow.join(20)
+        later.join(20)
+        assert result[0].json()["generate_reason"] == "INTERRUPTED"
+        assert re.fullmatch(r"echo \d+ @\d+: next", queued[0].json()["content"][0]["text"])
+        assert httpx.get(f"{a.url}/v1/sessions/q1", headers=AUTH).json()["status"] == "idle"
+        assert httpx.delete(f"{b.url}/v1/sessions/q1", headers=AUTH).status_code == 204
+        assert httpx.get(f"{a.url}/v1/sessions/q1", headers=AUTH).status_code == 404
+    finally:
+        for w in (a, b):
+            w.stop()
 
 
 def test_rx_agent_serve_with_two_workers_serves_from_both(store_url: str,
