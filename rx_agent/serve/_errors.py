@@ -63,7 +63,8 @@ def from_exception(exc: BaseException, session_id: str | None = None) -> HTTPErr
     if isinstance(exc, ConcurrentSessionModificationError):
         return HTTPError(409, "session_conflict", str(exc), {"Retry-After": RETRY_AFTER})
     if isinstance(exc, ModelError):
-        return HTTPError(502, "model_error", str(exc))
+        # Without the endpoint's URL: where the model runs is the server's business.
+        return HTTPError(502, "model_error", exc.public_message)
     if isinstance(exc, SessionCorruptError):
         log.error("session %r cannot be read: %s", exc.session_id, exc)
         return HTTPError(500, "session_corrupt", str(exc))
