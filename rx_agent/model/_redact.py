@@ -63,9 +63,6 @@ class Redactor:
         """``url`` as messages show it: no user or password, credential parameters
         redacted."""
 
-    def __bool__(self) -> bool:
-        return bool(self._secrets)
-
     def secrets(self, text: str) -> str:
         """``text`` without the transport's secrets (whole, or a long piece of one)."""
         for secret in self._secrets:
