@@ -9,6 +9,7 @@ durable store (shared by processes) adds a lease, versions and checkpoints
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 from collections.abc import Awaitable, Sequence
@@ -17,8 +18,8 @@ from typing import Any
 from .._rx import runtime_loop
 from ..context import AgentState
 from ..message import Msg
-from ..session import InMemorySessionStore, SessionKey, SessionStore
-from ._durable import DurableHold
+from ..session import AsyncSessionStore, InMemorySessionStore, SessionKey, SessionStore
+from ._durable import DurableHold, close_paused_durably
 from ._hitl import close_pending
 from ._slots import SessionSlots
 
@@ -161,11 +162,30 @@ class SessionBinding:
 
 
 def close_paused(
-    slots: SessionSlots, store: SessionStore, key: SessionKey, msg: Msg | None = None
+    slots: SessionSlots,
+    store: SessionStore,
+    key: SessionKey,
+    msg: Msg | None = None,
+    *,
+    lease_ttl: float | None = None,
 ) -> bool:
     """Interrupting a paused session (no call running) closes its pending calls with
     INTERRUPTED results, then records ``msg``; whether there was something to close
-    (always ``True`` for an asynchronous store, which finishes on the runtime loop)."""
+    (always ``True`` for an asynchronous store, which finishes on the runtime loop).
+
+    A durable store (``lease_ttl`` given) is written under the session's lease and by
+    compare-and-set (:func:`close_paused_durably`), on the runtime loop; a caller off
+    any event loop waits for the answer (``False`` while another worker holds the
+    lease), one on a loop cannot and gets ``True``.
+    """
+    if lease_ttl is not None:
+        assert isinstance(store, AsyncSessionStore)
+        done = asyncio.run_coroutine_threadsafe(
+            close_paused_durably(store, key, msg, lease_ttl), runtime_loop())
+        if _on_a_loop():
+            done.add_done_callback(lambda f: _log_failure(f, key))
+            return True
+        return done.result()
     loaded = store.load(key)
     if loaded is not None and not isinstance(loaded, AgentState):
         asyncio.run_coroutine_threadsafe(_close_paused_async(slots, store, key, loaded, msg),
@@ -213,3 +233,17 @@ async def _close_paused_async(
 
 async def _await(awaitable: Awaitable[Any]) -> None:
     await awaitable
+
+
+def _on_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _log_failure(done: concurrent.futures.Future[bool], key: SessionKey) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        logger.error("interrupting the paused session %s failed", key,
+                     exc_info=done.exception())

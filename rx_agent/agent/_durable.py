@@ -17,21 +17,24 @@ import logging
 import os
 import socket
 
+from .._record import new_id
 from ..context import AgentState
-from ..message import ToolResultState
+from ..message import Msg, ToolResultState
 from ..session import (
     AsyncSessionStore,
     ConcurrentSessionModificationError,
     ConflictPolicy,
     InMemorySessionStore,
     Lease,
+    SessionBusyError,
     SessionKey,
     SessionStore,
     asave_with_policy,
 )
+from ._hitl import close_pending
 from ._results import close_unanswered
 
-__all__ = ["RECOVERED_TEXT", "DurableHold", "is_durable"]
+__all__ = ["RECOVERED_TEXT", "DurableHold", "close_paused_durably", "is_durable"]
 
 logger = logging.getLogger("rx_agent")
 
@@ -156,3 +159,33 @@ class DurableHold:
                     # Another worker took over: the next compare-and-set fences this call.
                     logger.warning("session %s: lease lost (expired or taken)", self.key)
                     return
+
+
+async def close_paused_durably(
+    store: AsyncSessionStore, key: SessionKey, msg: Msg | None, ttl: float
+) -> bool:
+    """Interrupt a paused session like any other write: under its lease, saved by
+    compare-and-set on the version loaded (``ConflictPolicy.FAIL``: an interrupt never
+    merges into or overwrites newer state). Whether it closed the pending calls.
+
+    The lease is not waited for: whoever holds it is running the session (a worker
+    resuming the pause, say), and its own call closes or answers the pending calls;
+    writing past it would fence that call out and record a tool that really ran as
+    INTERRUPTED.
+    """
+    hold = DurableHold(store, key, f"interrupt-{new_id()}", ttl=ttl, wait=0,
+                       policy=ConflictPolicy.FAIL)
+    try:
+        state = await hold.acquire()
+    except SessionBusyError:
+        return False
+    except BaseException:
+        await hold.release(None)  # the load failed: the lease goes anyway
+        raise
+    if state is None or state.pending is None:
+        await hold.release(None)
+        return False
+    close_pending(state)
+    if msg is not None:
+        state.context.append(msg)
+    return await hold.release(state) is None

@@ -269,7 +269,9 @@ class ReActAgent(Calling):
         if run is not None:
             run.request_interrupt(note)
             return True
-        return close_paused(self._slots, self.session_store, key, note)
+        config = self._config
+        return close_paused(self._slots, self.session_store, key, note,
+                            lease_ttl=config.session_lease_ttl if config.durable else None)
 
     def as_tool(
         self,

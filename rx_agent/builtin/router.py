@@ -46,6 +46,7 @@ from ..middleware import (
 )
 from ..middleware.types import check_model_like
 from ..model.base import TextChunk, ToolCallChunk
+from ..model.errors import ModelError
 from ..options import GenerateOptions
 
 __all__ = [
@@ -275,7 +276,9 @@ class ModelRouterMiddleware(MiddlewareBase):
         except TimeoutError:
             return None, f"routing timed out after {self.timeout}s"
         except Exception as exc:
-            return None, f"routing failed: {type(exc).__name__}: {exc}"
+            # Clients see this (the route event): a model error without its endpoint.
+            why = exc.public_message if isinstance(exc, ModelError) else str(exc)
+            return None, f"routing failed: {type(exc).__name__}: {why}"
         if isinstance(answer, ChatModelCandidate):
             answer = answer.name
         if not isinstance(answer, str) or answer not in self._by_name:

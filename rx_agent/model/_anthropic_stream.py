@@ -15,22 +15,20 @@ from collections.abc import Callable
 from typing import Any
 
 from ._anthropic_format import ERROR_STATUS, parse_usage, stop_reason
-from ._http import event_json
+from ._http import HTTPTransport
 from ._sse import ServerSentEvent
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
-from .errors import ModelError, ModelResponseError
+from .errors import ModelResponseError
 
 __all__ = ["AnthropicStreamParser"]
-
-StatusError = Callable[[int, str, float | None], ModelError]
-
 
 class AnthropicStreamParser:
     """One stream's events → chunks; usage and the stop reason are held for the end."""
 
-    def __init__(self, url: str, status_error: StatusError) -> None:
-        self.url = url
-        self._status_error = status_error  # the transport's mapping of an HTTP status
+    def __init__(self, transport: HTTPTransport) -> None:
+        # The transport maps an HTTP status, reads events and names the endpoint.
+        self._transport = transport
+        self.url = transport.shown_url
         self.done = False
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
@@ -40,7 +38,7 @@ class AnthropicStreamParser:
         data = event.data.strip()
         if not data:
             return []
-        payload = event_json(self.url, data)
+        payload = self._transport.event_json(data)
         kind = payload.get("type", event.event)
         handler = _HANDLERS.get(kind)
         return handler(self, payload) if handler is not None else []
@@ -50,7 +48,7 @@ class AnthropicStreamParser:
         assert isinstance(error, dict)
         kind = str(error.get("type") or "api_error")
         message = str(error.get("message") or kind)
-        raise self._status_error(ERROR_STATUS.get(kind, 500),
+        raise self._transport.error_for_status(ERROR_STATUS.get(kind, 500),
                                  f"{message} ({kind}, reported in the response stream)", None)
 
     def _message_start(self, payload: dict[str, Any]) -> list[ModelChunk]:

@@ -4,7 +4,9 @@
 (:mod:`rx_agent.model._http_pool`), maps every failure (an HTTP error status, a timeout,
 a broken connection, an error reported inside a 200 body) onto the typed errors of
 :mod:`rx_agent.model.errors`, and closes a streamed response on every exit, cancellation
-included. :func:`read_events` feeds a ``text/event-stream`` body to a provider's
+included. What an error quotes of the server's answer passes through the transport's
+:class:`~rx_agent.model._redact.Redactor` first, so no message carries the API key.
+:func:`read_events` feeds a ``text/event-stream`` body to a provider's
 :class:`EventParser`. What is provider-specific (the request body, the events' JSON)
 stays in the adapter.
 """
@@ -25,6 +27,7 @@ import httpx
 
 from .._version import __version__
 from ._http_pool import LoopPools
+from ._redact import Redactor
 from ._sse import ServerSentEvent, SSEDecoder
 from .base import ModelChunk
 from .errors import (
@@ -42,7 +45,6 @@ __all__ = [
     "EventParser",
     "HTTPTransport",
     "bearer_headers",
-    "event_json",
     "excerpt",
     "is_json",
     "read_events",
@@ -57,6 +59,9 @@ _JSON_HEADERS = {"Content-Type": "application/json"}
 _STREAM_HEADERS = {**_JSON_HEADERS, "Accept": "text/event-stream"}
 # Error bodies are quoted in exception messages; keep those readable.
 _MAX_DETAIL = 500
+# How much of a server's text is searched for secrets before it is cut to _MAX_DETAIL:
+# cutting first could split a key and leave its first half unrecognised.
+_SCAN = 8 * _MAX_DETAIL
 
 
 def resolve_base_url(given: str | None, env: str, default: str) -> str:
@@ -82,6 +87,10 @@ class HTTPTransport:
     ``key_hint`` says where the API key comes from (``"OPENAI_API_KEY or api_key="``);
     a 401 message points there. ``pools`` holds the clients of each event loop. Every
     request says ``User-Agent: rx-agent/<version>`` unless ``headers`` names another.
+
+    Error messages name the endpoint as :attr:`shown_url` (``url`` without credentials)
+    and quote the server's text only through :meth:`quote`: the credentials ``headers``
+    and ``url`` carry, and any bearer value the server echoes, never appear in them.
     """
 
     def __init__(
@@ -96,6 +105,8 @@ class HTTPTransport:
         self.url = url
         self.timeout = timeout
         self.key_hint = key_hint
+        self.redactor = Redactor(headers, url)
+        self.shown_url = self.redactor.url
         self.pools = LoopPools(
             timeout=timeout,
             headers={"User-Agent": f"rx-agent/{__version__}", **headers},
@@ -156,58 +167,91 @@ class HTTPTransport:
 
     # --------------------------------------------------------------------- errors
 
+    def quote(self, text: str) -> str:
+        """The server's ``text`` as an error may quote it: without secrets, cut short."""
+        return excerpt(self.redactor.upstream(text[:_SCAN]))
+
+    def scrub(self, error: ModelError) -> ModelError:
+        """``error`` (changed in place) without the transport's secrets, whatever built
+        its message, and with its ``url`` set when it names the endpoint."""
+        message = str(error)
+        clean = self.redactor.upstream(message)
+        if clean != message:
+            error.args = (clean, *error.args[1:])
+        if error.url is None and self.shown_url in clean:
+            error.url = self.shown_url
+        return error
+
     async def status_error(self, response: httpx.Response) -> ModelError:
         try:
             await response.aread()
-            detail = _error_detail(response.content)
+            detail = self._error_detail(response.content)
         except httpx.HTTPError:
             detail = ""  # the status alone still says what happened
         return self.error_for_status(
             response.status_code, detail, _retry_after(response.headers)
         )
 
+    def _error_detail(self, content: bytes) -> str:
+        """The server's own error message, from the body shapes servers use."""
+        text = content.decode("utf-8", errors="replace")
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return self.quote(text)
+        return self.quote(_message_of(data) or text)
+
     def timeout_error(self, exc: httpx.TimeoutException) -> ModelTimeoutError:
+        url = self.shown_url
         what = {
-            httpx.ConnectTimeout: f"connecting to {self.url}",
-            httpx.PoolTimeout: f"waiting for a free connection to {self.url}",
-            httpx.WriteTimeout: f"sending the request to {self.url}",
-        }.get(type(exc), f"waiting for data from {self.url}")
+            httpx.ConnectTimeout: f"connecting to {url}",
+            httpx.PoolTimeout: f"waiting for a free connection to {url}",
+            httpx.WriteTimeout: f"sending the request to {url}",
+        }.get(type(exc), f"waiting for data from {url}")
         seconds = self.timeout.connect if isinstance(exc, httpx.ConnectTimeout) else (
             self.timeout.read
         )
-        return ModelTimeoutError(f"timed out after {seconds}s {what}")
+        return ModelTimeoutError(f"timed out after {seconds}s {what}", url=url)
 
     def transport_error(self, exc: httpx.HTTPError, responded: bool) -> ModelError:
-        reason = str(exc) or type(exc).__name__
+        url = self.shown_url
+        reason = self.quote(str(exc)) or type(exc).__name__
         if responded:
             # The connection broke while the body was streaming: the answer is cut short.
-            return ModelResponseError(f"the response stream from {self.url} broke off: {reason}")
+            return ModelResponseError(f"the response stream from {url} broke off: {reason}",
+                                      url=url)
         if isinstance(exc, httpx.ConnectError):
-            return ModelConnectionError(f"cannot connect to {self.url}: {reason}")
-        return ModelConnectionError(f"the request to {self.url} failed: {reason}")
+            return ModelConnectionError(f"cannot connect to {url}: {reason}", url=url)
+        return ModelConnectionError(f"the request to {url} failed: {reason}", url=url)
 
     def error_for_status(
         self, status: int, detail: str, retry_after: float | None
     ) -> ModelError:
+        """The typed error of an HTTP ``status``; ``detail``: the server's own words."""
         try:
             phrase = HTTPStatus(status).phrase
         except ValueError:
             phrase = ""
-        message = f"{self.url} answered {status}{' ' + phrase if phrase else ''}"
+        url = self.shown_url
+        message = f"{url} answered {status}{' ' + phrase if phrase else ''}"
+        detail = self.quote(detail)
         if detail:
             message += f": {detail}"
         if status in (401, 403):
             hint = (
                 f" (check the API key: {self.key_hint})" if status == 401 and self.key_hint else ""
             )
-            return ModelAuthenticationError(message + hint, status_code=status)
+            return ModelAuthenticationError(message + hint, status_code=status, url=url)
         if status == 429:
-            return ModelRateLimitError(message, status_code=status, retry_after=retry_after)
+            return ModelRateLimitError(message, status_code=status, retry_after=retry_after,
+                                       url=url)
         if status >= 500:
-            return ModelServerError(message, status_code=status, retry_after=retry_after)
+            return ModelServerError(message, status_code=status, retry_after=retry_after,
+                                    url=url)
         # 408 (request timeout) and 409 (lock conflict) are transient although 4xx.
         return ModelRequestError(
-            message, status_code=status, retry_after=retry_after, retryable=status in (408, 409)
+            message, status_code=status, retry_after=retry_after, retryable=status in (408, 409),
+            url=url,
         )
 
     def json(self, response: httpx.Response) -> Any:
@@ -215,25 +259,42 @@ class HTTPTransport:
         error inside (``{"error": ...}``), raises the typed error."""
         try:
             data = response.json()
-        except ValueError as exc:
+        except ValueError:
+            # Not chained: the decoder's message may quote the body.
             raise ModelResponseError(
-                f"{self.url} answered {response.status_code} with a body that is not JSON: "
-                f"{excerpt(response.text)}"
-            ) from exc
+                f"{self.shown_url} answered {response.status_code} with a body that is not "
+                f"JSON: {self.quote(response.text)}", url=self.shown_url,
+            ) from None
         if isinstance(data, dict) and data.get("error"):
             raise self.payload_error(data)
         return data
 
     def payload_error(self, payload: dict[str, Any]) -> ModelError:
         """An error the server reported inside a 200 response (often mid-stream)."""
-        detail = _message_of(payload) or excerpt(json.dumps(payload))
+        detail = self.quote(_message_of(payload) or json.dumps(payload))
         error = payload.get("error")
         code = error.get("code") if isinstance(error, dict) else None
         if isinstance(code, str) and code.isdigit():
             code = int(code)
         if isinstance(code, int) and 400 <= code < 600:
             return self.error_for_status(code, f"{detail} (reported in the response body)", None)
-        return ModelServerError(f"{self.url} reported an error in the response: {detail}")
+        return ModelServerError(f"{self.shown_url} reported an error in the response: {detail}",
+                                url=self.shown_url)
+
+    def event_json(self, data: str) -> dict[str, Any]:
+        """The JSON object of one server-sent event's data; anything else raises."""
+        try:
+            payload = json.loads(data)
+        except ValueError as exc:
+            raise ModelResponseError(
+                f"malformed JSON in the event stream from {self.shown_url}: {exc} "
+                f"(data: {self.quote(data)})", url=self.shown_url,
+            ) from None
+        if not isinstance(payload, dict):
+            raise ModelResponseError(
+                f"unexpected event in the stream from {self.shown_url}: {self.quote(data)}",
+                url=self.shown_url)
+        return payload
 
 
 # ------------------------------------------------------------------ event streams
@@ -282,19 +343,6 @@ async def _drain(pieces: AsyncIterator[bytes]) -> None:
 # ---------------------------------------------------------------- error helpers
 
 
-def event_json(url: str, data: str) -> dict[str, Any]:
-    """The JSON object of one server-sent event's data; anything else raises."""
-    try:
-        payload = json.loads(data)
-    except ValueError as exc:
-        raise ModelResponseError(
-            f"malformed JSON in the event stream from {url}: {exc} (data: {excerpt(data)})"
-        ) from exc
-    if not isinstance(payload, dict):
-        raise ModelResponseError(f"unexpected event in the stream from {url}: {excerpt(data)}")
-    return payload
-
-
 def is_json(response: httpx.Response) -> bool:
     content_type: str = response.headers.get("content-type", "")
     return content_type.partition(";")[0].strip().lower() == "application/json"
@@ -303,16 +351,6 @@ def is_json(response: httpx.Response) -> bool:
 def excerpt(text: str) -> str:
     text = text.strip()
     return text if len(text) <= _MAX_DETAIL else text[:_MAX_DETAIL] + "..."
-
-
-def _error_detail(content: bytes) -> str:
-    """The server's own error message, from the body shapes servers use."""
-    text = content.decode("utf-8", errors="replace")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return excerpt(text)
-    return _message_of(data) or excerpt(text)
 
 
 def _message_of(data: Any) -> str:

@@ -21,7 +21,7 @@ from rx_agent.options import GenerateOptions
 from ._http import EventParser, HTTPTransport, is_json, read_events
 from ._http_pool import ClientPool
 from .base import AsyncChatModel, ModelChunk, UsageChunk
-from .errors import ModelRequestError, ModelResponseError
+from .errors import ModelError, ModelRequestError, ModelResponseError
 
 __all__ = ["HTTPChatModel", "StreamParser"]
 
@@ -139,44 +139,53 @@ class HTTPChatModel(AsyncChatModel):
         tools: Sequence[dict[str, Any]],
         options: GenerateOptions,
     ) -> AsyncIterator[ModelChunk]:
+        transport = self._transport
         try:
             body = self.request_body(messages, tools, options)
             # Encoded here rather than by httpx so that a value JSON cannot carry
             # (in a tool schema, say) fails as a typed, non-retryable error.
             payload = json.dumps(body, ensure_ascii=False).encode()
         except (TypeError, ValueError, KeyError) as exc:
-            raise ModelRequestError(f"cannot build the request for {self.url}: {exc}") from exc
-        transport = self._transport
-        async with transport.client() as client:
-            started = time.perf_counter()
-            if not self.streaming:
-                response = await transport.post(client, payload)
-                for chunk in self._completion_chunks(response, started):
-                    yield chunk
-                return
-            async with transport.stream(client, payload) as response:
-                if is_json(response):
-                    # A server that does not stream answers with one JSON body.
-                    await response.aread()
+            raise ModelRequestError(f"cannot build the request for {transport.shown_url}: "
+                                    f"{exc}", url=transport.shown_url) from exc
+        try:
+            async with transport.client() as client:
+                started = time.perf_counter()
+                if not self.streaming:
+                    response = await transport.post(client, payload)
                     for chunk in self._completion_chunks(response, started):
                         yield chunk
                     return
-                parser = self._stream_parser()
-                async for chunk in read_events(response, parser):
-                    yield chunk
-                for chunk in parser.finish(time.perf_counter() - started):
-                    yield chunk
+                async with transport.stream(client, payload) as response:
+                    if is_json(response):
+                        # A server that does not stream answers with one JSON body.
+                        await response.aread()
+                        for chunk in self._completion_chunks(response, started):
+                            yield chunk
+                        return
+                    parser = self._stream_parser()
+                    async for chunk in read_events(response, parser):
+                        yield chunk
+                    for chunk in parser.finish(time.perf_counter() - started):
+                        yield chunk
+        except ModelError as exc:
+            # The transport quotes what the server said without secrets; this covers
+            # every other message an adapter builds (its parser's, say) as well.
+            transport.scrub(exc)
+            raise
 
     def _completion_chunks(self, response: httpx.Response, started: float) -> list[ModelChunk]:
         """The chunks of a complete (read) non-streaming response; usage and finish
         come last, as from a stream."""
-        data = self._transport.json(response)
+        transport = self._transport
+        data = transport.json(response)
         try:
             chunks = self._parse_complete(data)
         except ValueError as exc:
             raise ModelResponseError(
-                f"{self.url} answered with an unexpected {self._answer_kind}: {exc}"
-            ) from exc
+                f"{transport.shown_url} answered with an unexpected {self._answer_kind}: "
+                f"{transport.quote(str(exc))}", url=transport.shown_url,
+            ) from None
         elapsed = time.perf_counter() - started
         for chunk in chunks:
             if isinstance(chunk, UsageChunk):

@@ -8,18 +8,17 @@ an object, usage repeated on every chunk.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rx_agent._record import new_id
 from rx_agent.message import ChatUsage
 
-from ._http import event_json
+from ._http import HTTPTransport
 from ._openai_format import content_text, parse_usage, reasoning_text
 from ._sse import ServerSentEvent
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
-from .errors import ModelError, ModelResponseError
+from .errors import ModelResponseError
 
 __all__ = ["OpenAIStreamParser"]
 
@@ -40,9 +39,10 @@ class OpenAIStreamParser:
     too, so the last chunks are always usage then finish, as from any model.
     """
 
-    def __init__(self, url: str, payload_error: Callable[[dict[str, Any]], ModelError]) -> None:
-        self.url = url
-        self._payload_error = payload_error  # the transport's mapping of in-body errors
+    def __init__(self, transport: HTTPTransport) -> None:
+        # The transport maps in-body errors, reads events and names the endpoint.
+        self._transport = transport
+        self.url = transport.shown_url
         self.done = False
         self.finish_reason: str | None = None
         self.usage: ChatUsage | None = None
@@ -57,9 +57,9 @@ class OpenAIStreamParser:
             return []
         if not data:
             return []
-        payload = event_json(self.url, data)
+        payload = self._transport.event_json(data)
         if event.event == "error" or payload.get("error"):
-            raise self._payload_error(payload)
+            raise self._transport.payload_error(payload)
         return self._payload(payload)
 
     def _payload(self, payload: dict[str, Any]) -> list[ModelChunk]:

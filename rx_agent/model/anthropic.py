@@ -120,7 +120,7 @@ class AnthropicChatModel(HTTPChatModel):
         return {**head, "messages": turns, **body, "stream": self.streaming}
 
     def _stream_parser(self) -> StreamParser:
-        return AnthropicStreamParser(self.url, self._transport.error_for_status)
+        return AnthropicStreamParser(self._transport)
 
     def _parse_complete(self, data: Any) -> list[ModelChunk]:
         return parse_message(data)

@@ -15,8 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from ._http import HTTPTransport, bearer_headers, excerpt, resolve_base_url
-from .errors import ModelResponseError
+from ._http import HTTPTransport, bearer_headers, resolve_base_url
+from .errors import ModelError, ModelResponseError
 
 __all__ = ["Embeddings", "OpenAIEmbeddings"]
 
@@ -110,25 +110,32 @@ class OpenAIEmbeddings:
                 # OpenAI rejects empty inputs with a 400 that does not say which one.
                 raise ValueError(f"text #{i} to embed must be a non-empty str, got {text!r}")
         vectors: list[list[float]] = []
-        for start in range(0, len(items), self.batch_size):
-            vectors.extend(await self._batch(items[start:start + self.batch_size]))
+        url = self._transport.shown_url
+        try:
+            for start in range(0, len(items), self.batch_size):
+                vectors.extend(await self._batch(items[start:start + self.batch_size]))
+        except ModelError as exc:
+            self._transport.scrub(exc)  # no message carries the key (see _http.py)
+            raise
         if vectors and any(len(v) != len(vectors[0]) for v in vectors):
-            raise ModelResponseError(f"{self.url} answered vectors of different lengths")
+            raise ModelResponseError(f"{url} answered vectors of different lengths", url=url)
         return vectors
 
     async def _batch(self, texts: list[str]) -> list[list[float]]:
         payload = json.dumps(self.request_body(texts), ensure_ascii=False).encode()
         async with self._transport.client() as client:
             response = await self._transport.post(client, payload)
-        return _vectors(self.url, self._transport.json(response), len(texts))
+        return _vectors(self._transport, self._transport.json(response), len(texts))
 
 
-def _vectors(url: str, data: Any, expected: int) -> list[list[float]]:
+def _vectors(transport: HTTPTransport, data: Any, expected: int) -> list[list[float]]:
+    url = transport.shown_url
     rows = data.get("data") if isinstance(data, dict) else None
     if not isinstance(rows, list) or len(rows) != expected:
         got = len(rows) if isinstance(rows, list) else "no"
         raise ModelResponseError(
-            f"{url} answered {got} embeddings for {expected} inputs: {excerpt(str(data))}"
+            f"{url} answered {got} embeddings for {expected} inputs: "
+            f"{transport.quote(str(data))}", url=url,
         )
     out: list[list[float] | None] = [None] * expected
     for position, row in enumerate(rows):
@@ -139,7 +146,7 @@ def _vectors(url: str, data: Any, expected: int) -> list[list[float]]:
                 or not all(isinstance(x, (int, float)) for x in vector)):
             raise ModelResponseError(
                 f"{url} answered a malformed embedding at position {position} "
-                "(expected {'index': int, 'embedding': [numbers]}; base64 is not read)"
+                "(expected {'index': int, 'embedding': [numbers]}; base64 is not read)", url=url,
             )
         out[index] = [float(x) for x in vector]
     return [v for v in out if v is not None]

@@ -22,7 +22,9 @@ class ModelError(RxAgentError):
 
     ``retryable``: whether the runtime may try again (``max_retries``);
     ``status_code``: the HTTP status when there was one; ``retry_after``: seconds the
-    server asked us to wait, if it said.
+    server asked us to wait, if it said; ``url``: the endpoint the message names, if it
+    names one (without credentials). The message of an HTTP model's error never
+    carries its API key, even when the server's answer quoted it.
     """
 
     retryable: bool = True
@@ -34,12 +36,21 @@ class ModelError(RxAgentError):
         status_code: int | None = None,
         retry_after: float | None = None,
         retryable: bool | None = None,
+        url: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.retry_after = retry_after
+        self.url = url
         if retryable is not None:
             self.retryable = retryable
+
+    @property
+    def public_message(self) -> str:
+        """The message with the endpoint's URL replaced by ``"the model endpoint"``: what
+        a server may tell its own clients, who need not learn where its model runs."""
+        message = str(self)
+        return message.replace(self.url, "the model endpoint") if self.url else message
 
 
 class ModelAuthenticationError(ModelError):

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 
 from .errors import ModelResponseError, ModelTimeoutError
 from .tts import TTSModel, parse_wav
@@ -19,8 +20,9 @@ class EspeakTTSModel(TTSModel):
     """Speech from `eSpeak NG <https://github.com/espeak-ng/espeak-ng>`_, offline.
 
     Each :meth:`synthesize` runs ``espeak-ng --stdout`` as an asyncio subprocess (the
-    event loop is never blocked; cancelling the call kills the process), gives it the
-    text on stdin and returns its WAV output (16-bit mono PCM, 22050 Hz for the
+    event loop is never blocked; cancelling the call or its timeout kills the process
+    and, on POSIX, every process it started: ``binary`` may be a wrapper script), gives
+    it the text on stdin and returns its WAV output (16-bit mono PCM, 22050 Hz for the
     bundled voices) with the header's sizes made exact.
 
     Args:
@@ -90,14 +92,17 @@ class EspeakTTSModel(TTSModel):
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            # Its own process group: a wrapper script that runs the engine as a child
+            # (no ``exec``) is killed with that child, whose open stdout would otherwise
+            # keep the call waiting for the child's whole life.
+            start_new_session=_POSIX,
         )
         try:
             async with asyncio.timeout(self.timeout):
                 out, err = await process.communicate(text.encode("utf-8"))
         except BaseException as exc:
             # Cancelled or timed out: the process must not outlive the call.
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            _kill(process)
             # Not wait(): it also waits for every pipe to close, and a stdout left
             # unread (paused by flow control) never would; communicate() drains it.
             await process.communicate()
@@ -112,3 +117,17 @@ class EspeakTTSModel(TTSModel):
 
     def __repr__(self) -> str:
         return f"EspeakTTSModel(voice={self.voice!r})"
+
+
+_POSIX = os.name == "posix"
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    """Kill ``process`` and (POSIX) its process group, which its children share."""
+    if _POSIX:
+        # The group outlives its leader while a child lives: kill it even when the
+        # wrapper itself already exited.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()

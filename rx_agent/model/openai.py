@@ -153,7 +153,7 @@ class OpenAIChatModel(HTTPChatModel):
         return body
 
     def _stream_parser(self) -> StreamParser:
-        return OpenAIStreamParser(self.url, self._transport.payload_error)
+        return OpenAIStreamParser(self._transport)
 
     def _parse_complete(self, data: Any) -> list[ModelChunk]:
         return parse_completion(data).chunks()

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 
-from ._http import HTTPTransport, bearer_headers, excerpt, is_json, resolve_base_url
+from ._http import HTTPTransport, bearer_headers, is_json, resolve_base_url
 from ._http_pool import ClientPool
-from .errors import ModelRequestError, ModelResponseError
+from .errors import ModelError, ModelRequestError, ModelResponseError
 from .tts import TTSModel, parse_wav
 
 __all__ = ["OpenAITTSModel"]
@@ -106,24 +106,31 @@ class OpenAITTSModel(TTSModel):
     async def synthesize(self, text: str) -> bytes:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("OpenAITTSModel.synthesize needs non-blank text")
+        transport = self._transport
+        url = transport.shown_url
         try:
             payload = json.dumps(self.request_body(text), ensure_ascii=False).encode()
         except (TypeError, ValueError) as exc:
-            raise ModelRequestError(f"cannot build the request for {self.url}: {exc}") from exc
-        transport = self._transport
-        async with transport.client() as client:
-            response = await transport.post(client, payload)
-        if is_json(response):  # an error some servers send with status 200
-            try:
-                data = response.json()
-            except ValueError:
-                data = None
-            if isinstance(data, dict) and data.get("error"):
-                raise transport.payload_error(data)
-            raise ModelResponseError(
-                f"{self.url} answered with JSON instead of audio: {excerpt(response.text)}"
-            )
-        return parse_wav(response.content, self.url).to_bytes()
+            raise ModelRequestError(f"cannot build the request for {url}: {exc}",
+                                    url=url) from exc
+        try:
+            async with transport.client() as client:
+                response = await transport.post(client, payload)
+            if is_json(response):  # an error some servers send with status 200
+                try:
+                    data = response.json()
+                except ValueError:
+                    data = None
+                if isinstance(data, dict) and data.get("error"):
+                    raise transport.payload_error(data)
+                raise ModelResponseError(
+                    f"{url} answered with JSON instead of audio: {transport.quote(response.text)}",
+                    url=url,
+                )
+            return parse_wav(response.content, url).to_bytes()
+        except ModelError as exc:
+            transport.scrub(exc)  # no message carries the key (see _http.py)
+            raise
 
     @property
     def _pools(self) -> dict[asyncio.AbstractEventLoop, ClientPool]:

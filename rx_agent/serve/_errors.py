@@ -70,7 +70,8 @@ def from_exception(exc: BaseException, session_id: str | None = None,
     if isinstance(exc, ModelError):
         log.warning("run %s on session %r: the model failed: %s", run_id, session_id, exc,
                     extra=ids)
-        return HTTPError(502, "model_error", str(exc))
+        # Without the endpoint's URL: where the model runs is the server's business.
+        return HTTPError(502, "model_error", exc.public_message)
     if isinstance(exc, SessionCorruptError):
         log.error("run %s: session %r cannot be read: %s", run_id, exc.session_id, exc,
                   extra=ids)

@@ -60,11 +60,13 @@ _INSTALL = ("RedisSessionStore needs the redis client: pip install -e '.[redis]'
 
 
 class _Call(NamedTuple):
-    """One request an operation needs: a script by name, or a raw command (``None``)."""
+    """One request an operation needs: a script by name, or a raw command (``None``);
+    ``session``: whose keys it touches (a wrong-typed key is then that session's)."""
 
     script: str | None
     keys: list[str]
     args: list[Any]
+    session: SessionKey | None = None
 
 
 _Op = Generator[_Call, Any, T]
@@ -81,6 +83,14 @@ def _import_redis() -> Any:
 
 def _esc(part: str) -> str:
     return part.replace("%", "%25").replace(":", "%3A")
+
+
+def _int(key: SessionKey, field: str, raw: bytes | None, where: str) -> int:
+    """A head field that must hold a decimal integer (the value is never quoted)."""
+    try:
+        return int(raw or b"0")
+    except ValueError:
+        raise corrupt(key, f"the head's {field!r} field is not an integer", where) from None
 
 
 def redact(url: str) -> str:
@@ -181,7 +191,7 @@ class RedisSessionStore:
                     value = scripts[call.script](keys=call.keys, args=call.args)
                 send = op.send
             except BaseException as exc:  # the operation sees it (restores its marks)
-                value, send = exc, op.throw
+                value, send = self._fault(exc, call), op.throw
 
     async def _arun(self, op: _Op[T]) -> T:
         client, scripts = self._aclient()
@@ -199,7 +209,17 @@ class RedisSessionStore:
                     value = await scripts[call.script](keys=call.keys, args=call.args)
                 send = op.send
             except BaseException as exc:
-                value, send = exc, op.throw
+                value, send = self._fault(exc, call), op.throw
+
+    def _fault(self, exc: BaseException, call: _Call) -> BaseException:
+        """``exc``, or the :class:`SessionCorruptError` it means: a key of the session
+        that holds another kind of value (a string where a hash belongs, say)."""
+        if (call.session is not None
+                and isinstance(exc, self._redis.exceptions.ResponseError)
+                and "WRONGTYPE" in str(exc)):
+            return corrupt(call.session, "a key holds the wrong kind of Redis value (one of "
+                           f"{', '.join(call.keys)})", repr(self))
+        return exc
 
     def close(self) -> None:
         """Close the blocking client (asyncio clients: :meth:`aclose` on their loop)."""
@@ -245,18 +265,15 @@ class RedisSessionStore:
 
     def _load(self, key: SessionKey) -> _Op[tuple[AgentState | None, int]]:
         key = check_key(key)
-        (version, record, count), bodies = yield _Call("load", self._session_keys(key)[:2], [])
+        (version, record, count), bodies = yield _Call("load", self._session_keys(key)[:2], [],
+                                                         key)
         where = repr(self)
         if version is None:
             if bodies:
                 raise corrupt(key, f"{len(bodies)} stored messages have no head record", where)
             self._cache.drop(key)
             return None, 0
-        try:
-            number, stored = int(version), int(count or 0)
-        except ValueError:
-            raise corrupt(key, f"the head's version {version!r} or count {count!r} is not "
-                          "an integer", where) from None
+        number, stored = _int(key, "version", version, where), _int(key, "count", count, where)
         if record is None:
             raise corrupt(key, "the head hash has no 'head' field", where)
         if stored != len(bodies):
@@ -269,7 +286,8 @@ class RedisSessionStore:
         return state, number
 
     def _snapshot(self, key: SessionKey) -> _Op[Snapshot]:
-        (version, _record, _count), bodies = yield _Call("load", self._session_keys(key)[:2], [])
+        (version, _record, _count), bodies = yield _Call("load", self._session_keys(key)[:2], [],
+                                                         key)
         ids, roles = [], []
         for i, body in enumerate(bodies):
             try:
@@ -279,7 +297,8 @@ class RedisSessionStore:
             except (ValueError, KeyError, TypeError):
                 raise corrupt(key, f"stored message {i} is not a message JSON object",
                               repr(self)) from None
-        return snapshot_of(int(version or 0), ids, bodies, roles)
+        number = 0 if version is None else _int(key, "version", version, repr(self))
+        return snapshot_of(number, ids, bodies, roles)
 
     def _save(self, key: SessionKey, state: AgentState, expected: int | None) -> _Op[int]:
         key = check_key(key)
@@ -302,10 +321,13 @@ class RedisSessionStore:
                     0 if base is None else len(base.ids),
                     delta.start, head, len(delta.ids), key.user_id, key.session_id,
                     repr(time.time()), *delta.bodies,
-                ])
+                ], key)
                 if status == 1:
                     self._cache.put(key, delta.snapshot(int(actual)), state)
                     return int(actual)
+                if status == -3:
+                    raise corrupt(key, "the head's 'version' field is not an integer",
+                                  repr(self))
                 if status == 0:
                     assert expected is not None
                     raise _Conflict(key.session_id, expected, int(actual), user_id=key.user_id)
@@ -318,7 +340,8 @@ class RedisSessionStore:
 
     def _delete(self, key: SessionKey) -> _Op[bool]:
         key = check_key(key)
-        existed = yield _Call("delete", self._session_keys(key), [key.user_id, key.session_id])
+        existed = yield _Call("delete", self._session_keys(key), [key.user_id, key.session_id],
+                              key)
         self._cache.drop(key)
         return bool(existed)
 
@@ -338,23 +361,24 @@ class RedisSessionStore:
                  beat: bool) -> _Op[LeaseAttempt]:
         status, holder, left = yield _Call("acquire", self._lease_keys(key), [
             f"{token} {owner}", max(1, round(ttl * 1000)), token, 1 if beat else 0,
-            round(WAITER_TTL * 1000)])
+            round(WAITER_TTL * 1000)], key)
         if status == 1:
             return LeaseAttempt(True)
         who = holder.decode().partition(" ")[2] if holder else None
         return LeaseAttempt(False, who or None, left / 1000 if left and left > 0 else None)
 
     def _leave(self, key: SessionKey, token: str) -> _Op[None]:
-        yield _Call("leave", self._lease_keys(key)[1:], [token])
+        yield _Call("leave", self._lease_keys(key)[1:], [token], key)
 
     def _renew(self, lease: Lease) -> _Op[bool]:
         done = yield _Call("renew", self._lease_keys(lease.key)[:1],
-                           [f"{lease.token} {lease.owner}", max(1, round(lease.ttl * 1000))])
+                           [f"{lease.token} {lease.owner}", max(1, round(lease.ttl * 1000))],
+                           lease.key)
         return bool(done)
 
     def _release(self, lease: Lease) -> _Op[bool]:
         done = yield _Call("release", self._lease_keys(lease.key)[:1],
-                           [f"{lease.token} {lease.owner}"])
+                           [f"{lease.token} {lease.owner}"], lease.key)
         return bool(done)
 
     # -- the synchronous API ----------------------------------------------------------

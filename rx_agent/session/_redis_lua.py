@@ -19,8 +19,10 @@ return {redis.call('HMGET', KEYS[1], 'version', 'head', 'count'),
 # ARGV: expected (-1: any), base version (-2: rewrite all), base count, start,
 #       head, count, user_id, session_id, updated_at, bodies...
 # -> {1, new version} | {0, actual version} (conflict) | {-1, actual} (base is stale)
+#    | {-3, 0} (the stored version is not a number)
 SAVE = """
 local actual = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if actual == nil or actual ~= math.floor(actual) then return {-3, 0} end
 local expected = tonumber(ARGV[1])
 if expected >= 0 and actual ~= expected then return {0, actual} end
 local len = redis.call('LLEN', KEYS[2])

@@ -98,7 +98,7 @@ def _envelope(raw: str | bytes) -> tuple[int, dict[str, Any]]:
         raise _Corrupt(f"not an rx_agent session record (no 'schema'; keys: {keys})")
     schema = record["schema"]
     if isinstance(schema, bool) or not isinstance(schema, int):
-        raise _Corrupt(f"'schema' must be an integer, got {schema!r}")
+        raise _Corrupt(f"'schema' must be an integer, got a {type(schema).__name__}")
     if schema > SCHEMA_VERSION:
         raise _Corrupt(f"schema {schema} is newer than this rx_agent reads (up to "
                        f"{SCHEMA_VERSION}): upgrade rx_agent")

@@ -33,6 +33,8 @@ import asyncio
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal, TypeVar
 
 from ..context import AgentState
@@ -145,8 +147,26 @@ class SqliteSessionStore:
     def load(self, key: SessionKey) -> AgentState | None:
         return self.load_versioned(key)[0]
 
+    @contextmanager
+    def _damage(self, key: SessionKey) -> Iterator[None]:
+        """A damaged file read for ``key`` as :class:`SessionCorruptError`; SQLite's own
+        message is dropped, since it may quote the stored text."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            problem = _damage_of(exc)
+            if problem is None:
+                raise
+            # Hidden (``from None``) but still linked as the context: emptied as well.
+            exc.args = ("(SQLite's message withheld: it may quote stored text)",)
+            raise corrupt(key, problem, self._where) from None
+
     def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
         key = check_key(key)
+        with self._damage(key):
+            return self._load_versioned(key)
+
+    def _load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
         with self._txn(immediate=False) as conn:  # one snapshot for head and rows
             head = conn.execute(f"SELECT version, head, msg_count FROM rx_session {_WHERE}",
                                 key).fetchone()
@@ -157,6 +177,8 @@ class SqliteSessionStore:
             self._cache.drop(key)
             return None, 0
         version, record, count = head
+        _check_int(key, "version", version, self._where)
+        _check_int(key, "msg_count", count, self._where)
         if len(rows) != count or any(row[0] != i for i, row in enumerate(rows)):
             seqs = [row[0] for row in rows]
             raise corrupt(key, f"the head row counts {count} messages, but message rows "
@@ -185,38 +207,44 @@ class SqliteSessionStore:
         head = encode_head(state)
         marks = take_marks(state)
         try:
-            known = self._cache.get(key)
-            # Serialise outside the write lock when this object knows what is stored.
-            delta = compute_delta(known, state.context, marks) if known is not None else None
-            with self._txn() as conn:
-                row = conn.execute(f"SELECT version FROM rx_session {_WHERE}", key).fetchone()
-                actual = row[0] if row is not None else 0
-                if expected is not None and actual != expected:
-                    raise _Conflict(key.session_id, expected, actual, user_id=key.user_id)
-                if known is None or known.version != actual:
-                    stored = self._read_snapshot(conn, key, actual) if row is not None else None
-                    delta = compute_delta(stored or Snapshot(0, [], 0, []), state.context, marks)
-                assert delta is not None
-                start = delta.start
-                conn.execute(f"DELETE FROM rx_message {_WHERE} AND seq >= ?", (*key, start))
-                conn.executemany(
-                    "INSERT INTO rx_message (user_id, session_id, seq, msg_id, role, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [(key.user_id, key.session_id, start + i, delta.ids[start + i],
-                      str(state.context[start + i].role), body)
-                     for i, body in enumerate(delta.bodies)],
-                )
-                version = actual + 1
-                conn.execute(
-                    "INSERT INTO rx_session (user_id, session_id, version, head, msg_count, "
-                    "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id) DO "
-                    "UPDATE SET version = excluded.version, head = excluded.head, "
-                    "msg_count = excluded.msg_count, updated_at = excluded.updated_at",
-                    (key.user_id, key.session_id, version, head, len(delta.ids), time.time()),
-                )
+            with self._damage(key):
+                return self._write_rows(key, state, expected, head, marks)
         except BaseException:
             restore_marks(state, marks)
             raise
+
+    def _write_rows(self, key: SessionKey, state: AgentState, expected: int | None,
+                    head: str, marks: frozenset[str]) -> int:
+        known = self._cache.get(key)
+        # Serialise outside the write lock when this object knows what is stored.
+        delta = compute_delta(known, state.context, marks) if known is not None else None
+        with self._txn() as conn:
+            row = conn.execute(f"SELECT version FROM rx_session {_WHERE}", key).fetchone()
+            actual = row[0] if row is not None else 0
+            _check_int(key, "version", actual, self._where)
+            if expected is not None and actual != expected:
+                raise _Conflict(key.session_id, expected, actual, user_id=key.user_id)
+            if known is None or known.version != actual:
+                stored = self._read_snapshot(conn, key, actual) if row is not None else None
+                delta = compute_delta(stored or Snapshot(0, [], 0, []), state.context, marks)
+            assert delta is not None
+            start = delta.start
+            conn.execute(f"DELETE FROM rx_message {_WHERE} AND seq >= ?", (*key, start))
+            conn.executemany(
+                "INSERT INTO rx_message (user_id, session_id, seq, msg_id, role, body) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(key.user_id, key.session_id, start + i, delta.ids[start + i],
+                  str(state.context[start + i].role), body)
+                 for i, body in enumerate(delta.bodies)],
+            )
+            version = actual + 1
+            conn.execute(
+                "INSERT INTO rx_session (user_id, session_id, version, head, msg_count, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id) DO "
+                "UPDATE SET version = excluded.version, head = excluded.head, "
+                "msg_count = excluded.msg_count, updated_at = excluded.updated_at",
+                (key.user_id, key.session_id, version, head, len(delta.ids), time.time()),
+            )
         self._cache.put(key, delta.snapshot(version), state)
         return version
 
@@ -231,7 +259,7 @@ class SqliteSessionStore:
 
     def delete(self, key: SessionKey) -> bool:
         key = check_key(key)
-        with self._txn() as conn:
+        with self._damage(key), self._txn() as conn:
             existed = conn.execute(f"DELETE FROM rx_session {_WHERE}", key).rowcount > 0
             conn.execute(f"DELETE FROM rx_message {_WHERE}", key)
         self._cache.drop(key)
@@ -251,6 +279,11 @@ class SqliteSessionStore:
 
     def _attempt(self, key: SessionKey, token: str, owner: str, ttl: float,
                  beat: bool) -> LeaseAttempt:
+        with self._damage(key):
+            return self._try_lease(key, token, owner, ttl, beat)
+
+    def _try_lease(self, key: SessionKey, token: str, owner: str, ttl: float,
+                   beat: bool) -> LeaseAttempt:
         if not beat:  # a read first: waiters poll without taking the write lock
             row = self._conn().execute(f"SELECT owner, expires_at FROM rx_lease {_WHERE}",
                                        key).fetchone()
@@ -292,13 +325,14 @@ class SqliteSessionStore:
 
     def renew_lease(self, lease: Lease) -> bool:
         now = time.time()
-        cur = self._conn().execute(
-            f"UPDATE rx_lease SET expires_at = ? {_WHERE} AND token = ? AND expires_at > ?",
-            (now + lease.ttl, *lease.key, lease.token, now))
+        with self._damage(lease.key):
+            cur = self._conn().execute(
+                f"UPDATE rx_lease SET expires_at = ? {_WHERE} AND token = ? AND expires_at > ?",
+                (now + lease.ttl, *lease.key, lease.token, now))
         return cur.rowcount == 1
 
     def release_lease(self, lease: Lease) -> bool:
-        with self._txn() as conn:
+        with self._damage(lease.key), self._txn() as conn:
             row = conn.execute(f"SELECT expires_at FROM rx_lease {_WHERE} AND token = ?",
                                (*lease.key, lease.token)).fetchone()
             if row is None:
@@ -352,6 +386,38 @@ class SqliteSessionStore:
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
 
+
+
+# SQLite's primary result codes for a damaged file (extended codes keep them in the low byte).
+_DAMAGED = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+# CPython's message for TEXT that is not UTF-8; it goes on to quote the text itself.
+_NOT_UTF8 = "Could not decode to UTF-8 column '"
+
+
+def _damage_of(exc: sqlite3.DatabaseError) -> str | None:
+    """What a damaged file did, in words that quote nothing stored; ``None`` for other
+    errors (busy, disk full, I/O: not the record's fault)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _DAMAGED:
+        name = getattr(exc, "sqlite_errorname", None) or f"code {code}"
+        return f"the database file is damaged ({name}; PRAGMA integrity_check lists where)"
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and text.startswith(_NOT_UTF8):
+        column = text[len(_NOT_UTF8):].partition("'")[0]
+        return (f"a stored {column!r} value is not UTF-8 text (a damaged page, or bytes "
+                f"written by another program)")
+    return None
+
+
+def _check_int(key: SessionKey, column: str, value: object, where: str) -> None:
+    # SQLite keeps what it is given: an INTEGER column may hold text or a real.
+    if type(value) is not int:
+        raise corrupt(key, f"the {column} column holds a {_sql_type(value)} value, not an "
+                      "integer", where)
+
+
+def _sql_type(value: object) -> str:
+    return {str: "TEXT", bytes: "BLOB", float: "REAL"}.get(type(value), type(value).__name__)
 
 
 def _ranges(seqs: list[int]) -> str:

@@ -41,10 +41,17 @@ __all__ = [
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "GEN_AI_USAGE_REASONING_OUTPUT_TOKENS",
     "RX_AGENT_GENERATE_REASON",
+    "RX_AGENT_PENDING_KIND",
+    "RX_AGENT_PENDING_REPLY_ID",
+    "RX_AGENT_PENDING_TOOL_CALL_IDS",
+    "RX_AGENT_PENDING_TOOL_NAMES",
     "RX_AGENT_REPLY_ID",
     "RX_AGENT_REQUEST_TOOL_CHOICE",
+    "RX_AGENT_RESUME_KIND",
+    "RX_AGENT_RESUME_REPLY_ID",
     "RX_AGENT_RUN_ID",
     "RX_AGENT_TOOL_CALL_IDS",
+    "RX_AGENT_TOOL_EXTERNAL",
     "RX_AGENT_TOOL_NAMES",
     "RX_AGENT_TOOL_STATE",
     "RX_AGENT_TOOL_STATES",
@@ -101,3 +108,14 @@ RX_AGENT_TOOL_NAMES: Final = "rx_agent.tool.names"
 RX_AGENT_TOOL_CALL_IDS: Final = "rx_agent.tool.call.ids"
 RX_AGENT_TOOL_STATE: Final = "rx_agent.tool.state"
 RX_AGENT_TOOL_STATES: Final = "rx_agent.tool.states"
+RX_AGENT_TOOL_EXTERNAL: Final = "rx_agent.tool.external"
+
+# A reply that pauses (AgentScope Python: agentscope.agent.hitl_pending_tools and
+# external_execution_pending_tools) and the call that resumes it (incoming_event_type).
+# Kinds are PendingToolCalls.kind: "confirm" or "external".
+RX_AGENT_PENDING_KIND: Final = "rx_agent.pending.kind"
+RX_AGENT_PENDING_REPLY_ID: Final = "rx_agent.pending.reply_id"
+RX_AGENT_PENDING_TOOL_NAMES: Final = "rx_agent.pending.tool.names"
+RX_AGENT_PENDING_TOOL_CALL_IDS: Final = "rx_agent.pending.tool.call.ids"
+RX_AGENT_RESUME_KIND: Final = "rx_agent.resume.kind"
+RX_AGENT_RESUME_REPLY_ID: Final = "rx_agent.resume.reply_id"

@@ -27,7 +27,7 @@ from reactivex import Observable
 
 from .._version import __version__
 from ..context import RuntimeContext
-from ..event import AgentEvent
+from ..event import AgentEvent, UserConfirmResultEvent
 from ..middleware import (
     ActingInput,
     Agent,
@@ -76,6 +76,11 @@ class OtelTracingMiddleware(MiddlewareBase):
         │   ├── execute_tool a                (INTERNAL, one per tool call)
         │   └── ...
         └── chat <model name>
+
+    A reply that pauses records the calls it waits on (``rx_agent.pending.*``); the call
+    that resumes it names the reply it answers (``rx_agent.resume.*``), and each result
+    of an external execution gets a compensating ``execute_tool <tool>`` span there
+    (``rx_agent.tool.external``).
 
     Model and tool spans are children of the agent span even when a middleware moves
     work to another thread or scheduler. A span ends exactly once: status OK when its
@@ -152,18 +157,32 @@ class OtelTracingMiddleware(MiddlewareBase):
             attributes[A.USER_ID] = ctx.user_id
         if self.record_content and input.msgs:
             attributes[A.GEN_AI_INPUT_MESSAGES] = messages_json(input.msgs)
+        resume = input.resume
+        if resume is not None:  # the call answers a paused reply (see AgentWatch too)
+            attributes[A.RX_AGENT_RESUME_KIND] = (
+                "confirm" if isinstance(resume, UserConfirmResultEvent) else "external")
+            attributes[A.RX_AGENT_RESUME_REPLY_ID] = resume.reply_id
         # The caller's current span (e.g. an HTTP request) parents the agent span;
         # read now, on the caller's side of any scheduler hop.
         parent = otel_context.get_current()
         key = self._ctx_key
         record_content = self.record_content
+        tool_common = _tool_attributes(agent, ctx)
+        toolkit = agent.toolkit
+
+        def describe(name: str) -> str:
+            described = toolkit.get(name)
+            return described.description if described else ""
 
         def remember(inside: Context) -> None:
             ctx.put(key, inside)
 
+        def watch(_span: Any, inside: Context) -> AgentWatch:
+            return AgentWatch(record_content, tracer, inside, tool_common, describe, ctx)
+
         return traced(
             tracer, f"invoke_agent {agent.name}", SpanKind.INTERNAL, attributes, parent,
-            lambda: next(input), lambda _span, _inside: AgentWatch(record_content), remember,
+            lambda: next(input), watch, remember,
         )
 
     # -- chat -----------------------------------------------------------------
@@ -232,13 +251,7 @@ class OtelTracingMiddleware(MiddlewareBase):
         if tracer is None:
             return next(input)
         calls = input.tool_calls
-        common: dict[str, Any] = {
-            A.GEN_AI_OPERATION_NAME: "execute_tool",
-            A.GEN_AI_AGENT_NAME: agent.name,
-            A.GEN_AI_TOOL_TYPE: "function",
-        }
-        if ctx.session_id:
-            common[A.GEN_AI_CONVERSATION_ID] = ctx.session_id
+        common = _tool_attributes(agent, ctx)
         descriptions: dict[str, str] = {}
         for call in calls:
             if call.name not in descriptions:
@@ -277,6 +290,18 @@ class OtelTracingMiddleware(MiddlewareBase):
             f"OtelTracingMiddleware(tracer_provider={provider}, "
             f"record_content={self.record_content})"
         )
+
+
+def _tool_attributes(agent: Agent, ctx: RuntimeContext) -> dict[str, Any]:
+    """What every ``execute_tool`` span carries."""
+    common: dict[str, Any] = {
+        A.GEN_AI_OPERATION_NAME: "execute_tool",
+        A.GEN_AI_AGENT_NAME: agent.name,
+        A.GEN_AI_TOOL_TYPE: "function",
+    }
+    if ctx.session_id:
+        common[A.GEN_AI_CONVERSATION_ID] = ctx.session_id
+    return common
 
 
 def _agent_id(agent: Agent) -> str:

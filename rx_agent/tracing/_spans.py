@@ -20,6 +20,7 @@ from reactivex.disposable import Disposable
 
 from ..event import AgentEvent
 from ..message import ChatUsage
+from ..model.errors import ModelError
 from . import _attributes as A
 
 __all__ = ["CANCELLED", "SpanLife", "Watcher", "logger", "set_usage", "traced"]
@@ -82,8 +83,11 @@ class SpanLife:
             self._close_watcher()
             span = self.span
             span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
-            span.record_exception(error)
-            span.set_status(Status(StatusCode.ERROR, str(error) or type(error).__name__))
+            span.record_exception(error)  # the whole message, the endpoint's URL included
+            # The status is what span viewers show first (rx-agent serve's run view, to
+            # its clients too): a model error without the URL of its endpoint.
+            text = error.public_message if isinstance(error, ModelError) else str(error)
+            span.set_status(Status(StatusCode.ERROR, text or type(error).__name__))
             span.end()
 
     def error(self, error_type: str, description: str) -> None:

@@ -19,13 +19,17 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Tracer
 
+from ..context import RuntimeContext
 from ..event import (
     AgentEvent,
     AgentResultEvent,
     AgentStartEvent,
     DataBlockStartEvent,
+    ExternalExecutionResultEvent,
     ModelCallEndEvent,
     ModelCallStartEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
     TextBlockDeltaEvent,
     ThinkingBlockDeltaEvent,
     ToolCallStartEvent,
@@ -33,7 +37,7 @@ from ..event import (
     ToolResultStartEvent,
     ToolResultTextDeltaEvent,
 )
-from ..message import ChatUsage, Msg, ToolResultState, ToolUseBlock
+from ..message import ChatUsage, Msg, ToolResultBlock, ToolResultState, ToolUseBlock
 from . import _attributes as A
 from ._content import OutputCollector, dumps, messages_json
 from ._spans import SpanLife, set_usage
@@ -51,13 +55,37 @@ _FIRST_CHUNK_EVENTS: frozenset[type[AgentEvent]] = frozenset(
 
 
 class AgentWatch:
-    __slots__ = ("record_content", "reply_id", "result", "usage")
+    """The ``invoke_agent`` span's reader: usage, result, and a pause's pending calls.
 
-    def __init__(self, record_content: bool) -> None:
+    The results an external execution brings (``ExternalExecutionResultEvent``, when a
+    paused reply resumes) ran outside any ``on_acting`` step; each gets a compensating
+    ``execute_tool <name>`` span here, child of the agent span, opened and ended as the
+    results arrive (``rx_agent.tool.external``).
+    """
+
+    __slots__ = ("ctx", "describe", "inside", "pending", "record_content", "reply_id",
+                 "result", "tool_common", "tracer", "usage")
+
+    def __init__(
+        self,
+        record_content: bool,
+        tracer: Tracer,
+        inside: Context,
+        tool_common: Mapping[str, Any],
+        describe: Callable[[str], str],
+        ctx: RuntimeContext,
+    ) -> None:
         self.record_content = record_content
+        self.tracer = tracer
+        self.inside = inside  # the agent span's context
+        self.tool_common = tool_common
+        self.describe = describe  # tool name -> its description ("" when unknown)
+        self.ctx = ctx
         self.usage: ChatUsage | None = None
         self.reply_id: str | None = None
         self.result: Msg | None = None
+        # (kind, reply id to answer, waiting calls) of the pause that ended the reply
+        self.pending: tuple[str, str, list[ToolUseBlock]] | None = None
 
     def observe(self, event: AgentEvent) -> None:
         handler = _AGENT.get(type(event))
@@ -75,6 +103,41 @@ class AgentWatch:
     def _agent_result(self, event: AgentResultEvent) -> None:
         self.result = event.result
 
+    def _ask(self, event: RequireUserConfirmEvent) -> None:
+        self.pending = ("confirm", event.reply_id, list(event.tool_calls))
+
+    def _suspend(self, event: RequireExternalExecutionEvent) -> None:
+        self.pending = ("external", event.reply_id, list(event.tool_calls))
+
+    def _external_results(self, event: ExternalExecutionResultEvent) -> None:
+        for result in event.tool_results:
+            self._external_span(result)
+
+    def _external_span(self, result: ToolResultBlock) -> None:
+        attributes = dict(self.tool_common)
+        attributes[A.GEN_AI_TOOL_NAME] = result.name
+        attributes[A.GEN_AI_TOOL_CALL_ID] = result.id
+        description = self.describe(result.name)
+        if description:
+            attributes[A.GEN_AI_TOOL_DESCRIPTION] = description
+        attributes[A.RX_AGENT_TOOL_EXTERNAL] = True
+        attributes[A.RX_AGENT_TOOL_STATE] = result.state.value
+        if self.record_content:
+            call = _find_call(self.ctx, result.id)
+            if call is not None:
+                attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = dumps(
+                    call.input if call.raw_input is None else call.raw_input)
+            attributes[A.GEN_AI_TOOL_CALL_RESULT] = result.text
+        # Zero length, at the time the results arrived: when the tool ran is unknown.
+        life = SpanLife(self.tracer.start_span(
+            f"execute_tool {result.name}", context=self.inside, kind=SpanKind.INTERNAL,
+            attributes=attributes,
+        ))
+        if result.state is ToolResultState.ERROR:
+            life.error(TOOL_ERROR, "the tool call ended in ERROR")
+        else:
+            life.succeed()
+
     def close(self, span: Span) -> None:
         if self.reply_id:
             span.set_attribute(A.RX_AGENT_REPLY_ID, self.reply_id)
@@ -86,6 +149,24 @@ class AgentWatch:
                 span.set_attribute(A.RX_AGENT_GENERATE_REASON, result.generate_reason.value)
             if self.record_content:
                 span.set_attribute(A.GEN_AI_OUTPUT_MESSAGES, messages_json([result]))
+        if self.pending is not None:
+            kind, reply_id, calls = self.pending
+            span.set_attribute(A.RX_AGENT_PENDING_KIND, kind)
+            span.set_attribute(A.RX_AGENT_PENDING_REPLY_ID, reply_id)
+            span.set_attribute(A.RX_AGENT_PENDING_TOOL_NAMES, tuple(c.name for c in calls))
+            span.set_attribute(A.RX_AGENT_PENDING_TOOL_CALL_IDS, tuple(c.id for c in calls))
+
+
+def _find_call(ctx: RuntimeContext, call_id: str) -> ToolUseBlock | None:
+    """The stored tool call ``call_id`` answers (the newest messages first)."""
+    state = ctx.agent_state
+    if state is None:
+        return None
+    for msg in reversed(state.context):
+        for block in msg.content:
+            if isinstance(block, ToolUseBlock) and block.id == call_id:
+                return block
+    return None
 
 
 # Each watch dispatches on the exact event type through a dict of its typed handlers
@@ -94,6 +175,9 @@ _AGENT: dict[type[AgentEvent], Callable[[AgentWatch, Any], None]] = {
     ModelCallEndEvent: AgentWatch._call_end,
     AgentStartEvent: AgentWatch._agent_start,
     AgentResultEvent: AgentWatch._agent_result,
+    RequireUserConfirmEvent: AgentWatch._ask,
+    RequireExternalExecutionEvent: AgentWatch._suspend,
+    ExternalExecutionResultEvent: AgentWatch._external_results,
 }
 
 

@@ -299,14 +299,17 @@ class _Process:
         runs: str = "",
         model_gate: str | None = None,
         timeout: float = 30.0,
+        ask: tuple[str, ...] = (),
     ) -> CallReport:
-        """One call: ``text`` (or a confirmation) on ``session``, the model playing ``script``."""
+        """One call: ``text`` (or a confirmation) on ``session``, the model playing ``script``;
+        the tools named in ``ask`` ask for confirmation."""
         model = ScriptedModel(script or [])
         middlewares = [ModelGate(gates, model_gate)] if model_gate else []
         agent = ReActAgent(
             name="agent", model=model, toolkit=make_toolkit(gates, runs),
             middlewares=middlewares, session_store=self.store(spec), session_wait=wait,
-            session_lease_ttl=ttl, conflict_policy=policy, retry_backoff=(0.0, 0.0))
+            session_lease_ttl=ttl, conflict_policy=policy, retry_backoff=(0.0, 0.0),
+            permission_rules=[PermissionRule(name, "ask") for name in ask])
         inp: Any = text
         if confirm is not None:
             reply_id, decisions, rules = confirm

@@ -23,6 +23,9 @@ import pytest
 from rx_agent import (
     ConcurrentSessionModificationError,
     PermissionRule,
+    ReActAgent,
+    RuntimeContext,
+    ScriptedModel,
     SessionBusyError,
     ToolUseBlock,
 )
@@ -334,3 +337,81 @@ def test_a_call_paused_for_confirmation_in_one_process_resumes_in_another(
     assert runs.read_text().splitlines() == [f"{b.pid} /tmp/x", f"{a.pid} /tmp/y"]
     assert stored(store, "hitl")[4:] == ["user: and /tmp/y", "assistant: call:c2",
                                          "tool: result:c2:SUCCESS", "assistant: done too"]
+
+
+def interrupt_here(store: Any, session: str) -> bool:
+    """``agent.interrupt()`` from this process, where no call of the session runs."""
+    agent = ReActAgent(name="agent", model=ScriptedModel([]), session_store=store)
+    return agent.interrupt(RuntimeContext(session_id=session, user_id="u"))
+
+
+@pytest.mark.timeout(60)
+def test_interrupting_a_pause_another_worker_is_resuming_writes_nothing(
+    pool: Pool, spec: Spec, store: Any, gates: Path
+) -> None:
+    a, b = pool.get(0), pool.get(1)
+    common: dict[str, Any] = {"spec": spec, "session": "fence", "gates": str(gates),
+                              "ask": ("gate",)}
+    asked = ok(a.run("call", text="wait for g1", **common,
+                     script=[[ToolUseBlock("c1", "gate", {"name": "g1"})]]))
+    assert asked.confirm is not None
+    reply_id, calls = asked.confirm
+    # B resumes the pause: the confirmed tool really runs, and waits at its gate.
+    b.send("call", **common, script=["g1 is through"],
+           confirm=(reply_id, [(calls[0], True)], []))
+    wait_started(gates, "g1")
+    state, version = store.load_versioned(key("fence"))
+    assert state.pending is not None  # B saves once the tool is done
+
+    # Interrupting here would fence B out and record the tool as INTERRUPTED: B holds
+    # the session's lease, so the interrupt writes nothing.
+    assert interrupt_here(store, "fence") is False
+    assert store.load_versioned(key("fence"))[1] == version
+
+    open_gate(gates, "g1")
+    resumed = ok(b.result())
+    assert resumed.reply == "g1 is through"
+    assert stored(store, "fence") == ["user: wait for g1", "assistant: call:c1",
+                                      "tool: result:c1:SUCCESS", "assistant: g1 is through"]
+
+
+@pytest.mark.timeout(60)
+def test_interrupting_a_pause_nobody_serves_takes_the_lease_and_the_version(
+    pool: Pool, spec: Spec, store: Any, gates: Path
+) -> None:
+    a, b = pool.get(0), pool.get(1)
+    common: dict[str, Any] = {"spec": spec, "session": "closed", "gates": str(gates),
+                              "ask": ("gate",)}
+    ok(a.run("call", text="wait for g2", **common,
+             script=[[ToolUseBlock("c1", "gate", {"name": "g2"})]]))
+    version = store.load_versioned(key("closed"))[1]
+    assert interrupt_here(store, "closed") is True
+    state, after = store.load_versioned(key("closed"))
+    assert after == version + 1 and state.pending is None
+    assert stored(store, "closed") == ["user: wait for g2", "assistant: call:c1",
+                                       "tool: result:c1:INTERRUPTED"]
+    assert interrupt_here(store, "closed") is False  # nothing is paused any more
+    # The lease went with it: the next call does not wait for it.
+    again = ok(b.run("call", text="next", **common, script=["hello"], wait=0.5))
+    assert again.reply == "hello"
+
+
+def test_an_interrupt_that_finds_newer_state_writes_nothing(spec: Spec, store: Any,
+                                                            pool: Pool, gates: Path) -> None:
+    a = pool.get(0)
+    ok(a.run("call", spec=spec, session="raced", text="wait for g3", gates=str(gates),
+             ask=("gate",), script=[[ToolUseBlock("c1", "gate", {"name": "g3"})]]))
+    loaded = store.aload_versioned
+
+    async def then_a_lease_less_writer_saves(k: Any) -> Any:
+        state, version = await loaded(k)
+        newer = state.model_copy(deep=True)
+        newer.data["written"] = "elsewhere"
+        store.save(k, newer)  # no lease, no version: what the interrupt must not be
+        return state, version
+
+    store.aload_versioned = then_a_lease_less_writer_saves
+    assert interrupt_here(store, "raced") is False
+    del store.aload_versioned
+    state = store.load(key("raced"))
+    assert state.data == {"written": "elsewhere"} and state.pending is not None

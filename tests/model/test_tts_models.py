@@ -138,6 +138,64 @@ async def test_cancelling_kills_the_process(espeak: str) -> None:
     assert espeak_children() == []
 
 
+def _wrapper_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An ``espeak-ng`` on PATH that is a wrapper script running a long-lived child
+    (no ``exec``): the child inherits stdout. Returns the file the child's pid goes to."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pid_file = tmp_path / "child.pid"
+    script = bin_dir / "espeak-ng"
+    script.write_text(f"#!/bin/sh\nsleep 10 &\necho $! > {pid_file}\nwait\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return pid_file
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def _child_of(pid_file: Path) -> int:
+    for _ in range(500):
+        if pid_file.exists() and pid_file.read_text().strip():
+            return int(pid_file.read_text())
+        await asyncio.sleep(0.01)
+    raise AssertionError("the wrapper never started its child")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("ending", ["timeout", "cancel"])
+async def test_a_wrapper_scripts_children_die_with_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    pid_file = _wrapper_on_path(tmp_path, monkeypatch)
+    model = EspeakTTSModel(timeout=1.0 if ending == "timeout" else None)
+    assert model.binary == str(tmp_path / "bin" / "espeak-ng")
+    started = asyncio.get_running_loop().time()
+    task = asyncio.create_task(model.synthesize(SENTENCE))
+    child = await _child_of(pid_file)
+    assert _alive(child)
+    if ending == "timeout":
+        with pytest.raises(ModelTimeoutError, match=r"did not finish within 1\.0s"):
+            await asyncio.wait_for(task, 30)
+    else:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 30)
+    # Not the child's 10 s: the call ends at its timeout (or cancellation) ...
+    assert asyncio.get_running_loop().time() - started < 6
+    # ... and the child went with the wrapper.
+    for _ in range(200):
+        if not _alive(child):
+            break
+        await asyncio.sleep(0.01)
+    assert not _alive(child)
+
+
 async def test_an_unknown_voice_is_a_clear_error(espeak: str) -> None:
     with pytest.raises(ModelResponseError, match=r"exited with 1: .*voice does not exist"):
         await EspeakTTSModel("qqq").synthesize("hello")
