@@ -124,6 +124,7 @@ def test_chat_logs_a_failed_reply_at_info_with_its_ids_and_no_key(
     assert last.startswith("rx-agent: error: ")  # the one-line error (the model's message)
     log = "\n".join(logged)
     assert key not in log and key not in done.stdout
+    assert key not in last  # the model's error never quotes the configured key
     if level == "info":
         assert "the reply on session 'chat' (run " in log, log
         assert "Traceback (most recent call last)" in log
