@@ -19,6 +19,8 @@ from ..session import InMemorySessionStore, SessionStore
 from ._auth import TokenAuth
 from ._body import DEFAULT_MAX_BODY
 from ._errors import HTTPError, error_response, log
+from ._openai_api import openapi_paths as openai_paths
+from ._openai_api import routes as openai_routes
 from ._openapi import openapi
 from ._service import Service
 from ._spans import install_feed
@@ -76,6 +78,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     tracer_provider: Any = None,
     console: bool = True,
+    openai: bool = True,
 ) -> Starlette:
     """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
 
@@ -95,6 +98,8 @@ def create_app(
         tracer_provider: an OpenTelemetry SDK ``TracerProvider`` whose spans the
             console shows per run (default: the global one, when it is an SDK one).
         console: serve the web console at ``/console``.
+        openai: serve the OpenAI-compatible routes (``/v1/chat/completions``,
+            ``/v1/models``; docs/protocols.md).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
@@ -105,8 +110,12 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "agent": agent.name})
 
+    document = openapi()
+    if openai:
+        document["paths"].update(openai_paths())
+
     async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi())
+        return JSONResponse(document)
 
     async def console_page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
@@ -133,6 +142,8 @@ def create_app(
         Route(session + "/interrupt", service.interrupt, methods=["POST"]),
         Route(session + "/runs/{run_id}", service.get_run, methods=["GET"]),
     ]
+    if openai:
+        routes += openai_routes(service)
     if console:
         routes += [
             Route("/", to_console, methods=["GET"]),
