@@ -364,3 +364,20 @@ def test_openapi_lists_the_routes_and_the_session_header_and_they_can_be_switche
     assert "/v1/chat/completions" not in httpx.get(off.url + "/openapi.json").json()["paths"]
     assert httpx.post(off.url + "/v1/chat/completions", json={}).status_code == 404
     assert httpx.get(off.url + "/v1/models").status_code == 404
+
+
+def test_rx_agent_serve_no_openai_turns_the_routes_off(
+        monkeypatch: pytest.MonkeyPatch, live: Any) -> None:
+    import rx_agent.serve._cli as serve_cli
+    from rx_agent.cli import main
+
+    seen: list[Any] = []
+    monkeypatch.setattr(serve_cli, "run", lambda config, no_auth=False: seen.append(config))
+    monkeypatch.syspath_prepend(str(__import__("pathlib").Path(__file__).parent.parent))
+    assert main(["serve", "serve.served_agents:build_echo"]) == 0
+    assert main(["serve", "serve.served_agents:build_echo", "--no-openai"]) == 0
+    assert [c.openai for c in seen] == [True, False]
+    on, off = (live(serve_cli.build_app(c)) for c in seen)
+    body = {"model": "echo", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(on.url + "/v1/chat/completions", json=body).status_code == 200
+    assert httpx.post(off.url + "/v1/chat/completions", json=body).status_code == 404
