@@ -34,8 +34,8 @@ from starlette.types import Receive, Scope, Send
 
 from .._record import new_id
 from ..event import ExternalExecutionResultEvent
-from ..message import ToolResultBlock
-from ..session import ANONYMOUS_USER, SessionKey
+from ..message import GenerateReason, ToolResultBlock
+from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
 from ..tool._caller import CallerTools
 from ._body import check_session_id, read_json
 from ._errors import HTTPError
@@ -148,16 +148,17 @@ class OpenAIRoutes:
         attributes: dict[str | type[Any], Any] = {}
         if req.tools is not None:
             attributes[CallerTools] = req.tools
-        after = (lambda: self._settle(key)) if stateless else None
         try:
             call = await service.calls.start(key, user, inp, "openai", attributes=attributes)
         except BaseException:
-            if after is not None:
-                await after()
+            if stateless:
+                await self._settle(key, None)
             raise
-        return _Started(OpenAIAnswer(call, model=self.agent.name, stream=req.stream,
-                                     include_usage=req.include_usage,
-                                     session_id=key.session_id, after=after))
+        answer = OpenAIAnswer(call, model=self.agent.name, stream=req.stream,
+                              include_usage=req.include_usage, session_id=key.session_id)
+        if stateless:
+            answer.after = lambda: self._settle(key, answer)
+        return _Started(answer)
 
     async def _stateless(self, owner: str, req: ChatRequest) -> tuple[SessionKey, Any]:
         if req.tool_results:
@@ -193,23 +194,33 @@ class OpenAIRoutes:
         return ExternalExecutionResultEvent(reply_id=pending.reply_id, tool_results=[
             r.model_copy(update={"name": names[r.id]}) for r in results])
 
-    async def _settle(self, key: SessionKey) -> None:
+    async def _store(self, name: str, *args: Any) -> Any:
+        store = self.service.store
+        if type(store) is InMemorySessionStore:  # never blocks: no thread hop
+            return getattr(store, name)(*args)
+        return await self.service._store_call(name, *args)
+
+    async def _settle(self, key: SessionKey, answer: OpenAIAnswer | None) -> None:
         """After a stateless call: keep its state only if it paused for the client's
         tools (under the key their results will find), else delete it."""
-        service = self.service
         try:
+            result = answer.reply.result if answer is not None else None
+            if result is not None and answer is not None and answer.call.record.status == \
+                    "completed" and result.generate_reason is not GenerateReason.TOOL_SUSPENDED:
+                await self._store("delete", key)  # the usual case: nothing to keep
+                return
             await _free(self.agent, key)
-            state = await service.load(key)
+            state = await self._store("load", key)
             pending = state.pending if state is not None else None
             if state is not None and pending is not None and pending.kind == "external":
                 target = pause_key(key.user_id, [c.id for c in pending.tool_calls])
                 if target != key:
                     moved = state.model_copy(update={"session_id": target.session_id})
-                    await service._store_call("save", target, moved)
-                    await service._store_call("delete", key)
+                    await self._store("save", target, moved)
+                    await self._store("delete", key)
                 return
             if state is not None:
-                await service._store_call("delete", key)
+                await self._store("delete", key)
         except Exception:
             log.warning("cleaning up the stateless session %s failed", key, exc_info=True)
 
