@@ -38,7 +38,7 @@ from ..message import GenerateReason, ToolResultBlock
 from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
 from ..tool._caller import CallerTools
 from ._body import check_session_id, read_json
-from ._errors import HTTPError
+from ._errors import HTTPError, busy
 from ._openai_chunks import OpenAIAnswer
 from ._openai_request import ChatRequest, OpenAIError, as_openai, read_chat
 from ._service import Service
@@ -139,19 +139,22 @@ class OpenAIRoutes:
         owner = user or ANONYMOUS_USER
         header = request.headers.get(SESSION_HEADER)
         stateless = header is None
+        fresh = False  # a temporary session made for this request
         if header is not None:
             key = SessionKey(owner, check_session_id(header))
             inp: Any = (await self._resume(key, req.tool_results, stored=True)
                         if req.tool_results else req.tail)
         else:
             key, inp = await self._stateless(owner, req)
+            fresh = inp is req.messages
         attributes: dict[str | type[Any], Any] = {}
         if req.tools is not None:
             attributes[CallerTools] = req.tools
         try:
             call = await service.calls.start(key, user, inp, "openai", attributes=attributes)
         except BaseException:
-            if stateless:
+            # A stored pause that did not start (a busy session) stays as it is.
+            if fresh:
                 await self._settle(key, None)
             raise
         answer = OpenAIAnswer(call, model=self.agent.name, stream=req.stream,
@@ -163,6 +166,8 @@ class OpenAIRoutes:
     async def _stateless(self, owner: str, req: ChatRequest) -> tuple[SessionKey, Any]:
         if req.tool_results:
             key = pause_key(owner, [r.id for r in req.tool_results])
+            if await self.service.guard.running(key):  # these results are being answered
+                raise busy(key.session_id)
             event = await self._resume(key, req.tool_results, stored=False)
             if event is not None:
                 return key, event

@@ -4,9 +4,11 @@ call (a client that leaves, a call that fails mid-stream, a busy session)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
@@ -22,6 +24,9 @@ from rx_agent import (
     ThinkingBlock,
     ToolUseBlock,
 )
+from rx_agent.message import Msg
+from rx_agent.model import AsyncChatModel, ModelChunk, TextChunk, ToolCallChunk
+from rx_agent.options import GenerateOptions
 from rx_agent.serve import create_app
 
 from .conftest import SlowModel
@@ -159,3 +164,53 @@ def test_a_busy_session_is_a_409_in_openai_shape(live: Any) -> None:
     error = second.json()["error"]
     assert error["code"] == "session_busy" and error["type"] == "invalid_request_error"
     assert "session 'busy' is running a call" in error["message"]
+
+
+class _GatedModel(AsyncChatModel):
+    """Call 1 asks for show_map; call 2 waits for ``gate`` before answering."""
+
+    name = "gated"
+    provider = "test"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
+        self.calls = 0
+
+    async def astream(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]],
+                      options: GenerateOptions) -> AsyncIterator[ModelChunk]:
+        self.calls += 1
+        if self.calls == 1:
+            yield ToolCallChunk(0, "m1", "show_map", '{"city": "Bern"}', done=True)
+            return
+        self.waiting.set()
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        yield TextChunk("Bern is on the map.")
+
+
+def test_a_second_answer_to_a_stateless_pause_that_is_resuming_is_refused_at_once(
+        live: Any) -> None:
+    model = _GatedModel()
+    server = live(create_app(ReActAgent(name="bot", model=model)))
+    tools = [{"type": "function", "function": {"name": "show_map", "parameters": {}}}]
+    ask: list[Any] = [{"role": "user", "content": "Bern"}]
+    paused = openai.OpenAI(base_url=server.url + "/v1", api_key="k").chat.completions.create(
+        model="bot", messages=ask, tools=tools)
+    answer = {"model": "bot", "tools": tools, "messages": [
+        *ask, paused.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": "m1", "content": "shown"}]}
+    with httpx.stream("POST", server.url + "/v1/chat/completions",
+                      json={**answer, "stream": True}) as first:
+        assert model.waiting.wait(5)
+        second = httpx.post(server.url + "/v1/chat/completions", json=answer, timeout=5)
+        assert second.status_code == 409 and second.json()["error"]["code"] == "session_busy"
+        model.gate.set()
+        text = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                       for line in first.iter_lines()
+                       if line.startswith("data: {") and '"choices":[{' in line)
+    assert text == "Bern is on the map."
+    deadline = time.monotonic() + 5
+    while httpx.get(server.url + "/v1/sessions").json()["sessions"]:
+        assert time.monotonic() < deadline, "the resumed pause was not deleted"
+        time.sleep(0.05)
