@@ -20,7 +20,11 @@ __all__ = [
     "ChatRequest",
     "OpenAIError",
     "as_openai",
+    "bad_request",
     "read_chat",
+    "text_content",
+    "tool_call",
+    "user_content",
 ]
 
 # Accepted and ignored: the agent's model and its settings are the server's.
@@ -71,7 +75,8 @@ def as_openai(error: HTTPError) -> OpenAIError:
     return OpenAIError(error.status, error.code, error.message, headers=error.headers)
 
 
-def _bad(message: str, param: str | None = None, code: str = "invalid_request") -> OpenAIError:
+def bad_request(message: str, param: str | None = None,
+                code: str = "invalid_request") -> OpenAIError:
     return OpenAIError(400, code, message, param)
 
 
@@ -91,43 +96,44 @@ class ChatRequest:
 
 def read_chat(data: Any) -> ChatRequest:
     if not isinstance(data, dict):
-        raise _bad("the body must be a JSON object (a chat completion request)")
+        raise bad_request("the body must be a JSON object (a chat completion request)")
     unknown = sorted(set(data) - _KNOWN - IGNORED - set(_DEFAULT_ONLY) - _REFUSED)
     if unknown:
-        raise _bad(f"unknown parameter(s) {', '.join(map(repr, unknown))}", unknown[0],
-                   "unknown_parameter")
+        raise bad_request(f"unknown parameter(s) {', '.join(map(repr, unknown))}", unknown[0],
+                          "unknown_parameter")
     refused = sorted(_REFUSED & set(data))
     if refused:
-        raise _bad(f"{refused[0]!r} is not supported by this endpoint (an rx_agent agent)",
-                   refused[0], "unsupported_parameter")
+        raise bad_request(f"{refused[0]!r} is not supported by this endpoint (an rx_agent agent)",
+                          refused[0], "unsupported_parameter")
     for name, allowed in _DEFAULT_ONLY.items():
         if name in data and data[name] not in allowed:
-            raise _bad(f"{name}={json.dumps(data[name])} is not supported: an agent gives one "
-                       "text answer (leave it out)", name, "unsupported_parameter")
+            raise bad_request(f"{name}={json.dumps(data[name])} is not supported: an agent "
+                              "gives one text answer (leave it out)", name,
+                              "unsupported_parameter")
     model = data.get("model")
     if not isinstance(model, str) or not model:
-        raise _bad('"model" (the agent\'s name, see GET /v1/models) is required', "model")
+        raise bad_request('"model" (the agent\'s name, see GET /v1/models) is required', "model")
     stream = data.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
-        raise _bad('"stream" must be true or false', "stream")
+        raise bad_request('"stream" must be true or false', "stream")
     options = data.get("stream_options")
     include_usage = False
     if options is not None:
         if not isinstance(options, dict):
-            raise _bad('"stream_options" must be an object', "stream_options")
+            raise bad_request('"stream_options" must be an object', "stream_options")
         include_usage = options.get("include_usage") is True
     messages = _messages(data.get("messages"))
     last = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=-1)
     tail = messages[last + 1:]
     if not tail:
-        raise _bad("the last message is the assistant's: send a user message (or the "
-                   "results of its tool calls) after it", "messages")
+        raise bad_request("the last message is the assistant's: send a user message (or the "
+                          "results of its tool calls) after it", "messages")
     results: list[ToolResultBlock] = []
     if any(m.role is Role.TOOL for m in tail):
         if not all(m.role is Role.TOOL for m in tail):
-            raise _bad("tool results must be the only messages after the assistant's tool "
-                       "calls (send the next user message in a request of its own)",
-                       "messages")
+            raise bad_request("tool results must be the only messages after the assistant's tool "
+                              "calls (send the next user message in a request of its own)",
+                              "messages")
         results = [b for m in tail for b in m.tool_results]
     tools = _tools(data.get("tools"), data.get("tool_choice"))
     return ChatRequest(model, messages, tail, results, bool(stream), include_usage, tools)
@@ -135,78 +141,78 @@ def read_chat(data: Any) -> ChatRequest:
 
 def _tools(raw: Any, choice: Any) -> CallerTools | None:
     if choice is not None and choice not in ("auto", "none"):
-        raise _bad(f"tool_choice={json.dumps(choice)} is not supported: the agent decides "
-                   'which tools to call ("auto"); "none" offers it none of yours',
-                   "tool_choice", "unsupported_parameter")
+        raise bad_request(f"tool_choice={json.dumps(choice)} is not supported: the agent decides "
+                          'which tools to call ("auto"); "none" offers it none of yours',
+                          "tool_choice", "unsupported_parameter")
     if raw is None or raw == []:
         return None
     if not isinstance(raw, list):
-        raise _bad('"tools" must be a list of function tools', "tools")
+        raise bad_request('"tools" must be a list of function tools', "tools")
     schemas = []
     for i, item in enumerate(raw):
         function = item.get("function") if isinstance(item, dict) else None
         if not isinstance(item, dict) or item.get("type") != "function" or \
                 not isinstance(function, dict):
-            raise _bad(f'tools[{i}] must be {{"type": "function", "function": {{...}}}}',
-                       f"tools[{i}]")
+            raise bad_request(f'tools[{i}] must be {{"type": "function", "function": {{...}}}}',
+                              f"tools[{i}]")
         name = function.get("name")
         parameters = function.get("parameters")
         if parameters is not None and not isinstance(parameters, dict):
-            raise _bad(f"tools[{i}].function.parameters must be a JSON Schema object",
-                       f"tools[{i}].function.parameters")
+            raise bad_request(f"tools[{i}].function.parameters must be a JSON Schema object",
+                              f"tools[{i}].function.parameters")
         schemas.append({"name": name, "description": function.get("description"),
                         "parameters": parameters})
     try:
         tools = CallerTools(schemas)
     except (ValueError, TypeError) as exc:
-        raise _bad(f"tools: {exc}", "tools") from None
+        raise bad_request(f"tools: {exc}", "tools") from None
     return None if choice == "none" else tools
 
 
 def _messages(raw: Any) -> list[Msg]:
     if not isinstance(raw, list) or not raw:
-        raise _bad('"messages" must be a non-empty list', "messages")
+        raise bad_request('"messages" must be a non-empty list', "messages")
     out: list[Msg] = []
     names: dict[str, str] = {}  # tool call id -> tool name, for the tool messages
     for i, item in enumerate(raw):
         where = f"messages[{i}]"
         if not isinstance(item, dict):
-            raise _bad(f"{where} must be an object", where)
+            raise bad_request(f"{where} must be an object", where)
         role = item.get("role")
         if role in ("system", "developer"):
-            out.append(Msg(Role.SYSTEM, _text(item.get("content"), where)))
+            out.append(Msg(Role.SYSTEM, text_content(item.get("content"), where)))
         elif role == "user":
-            out.append(Msg(Role.USER, _user_content(item.get("content"), where)))
+            out.append(Msg(Role.USER, user_content(item.get("content"), where)))
         elif role == "assistant":
             blocks: list[ContentBlock] = []
-            text = _text(item.get("content"), where, optional=True)
+            text = text_content(item.get("content"), where, optional=True)
             if text:
                 blocks.append(TextBlock(text))
             for j, call in enumerate(item.get("tool_calls") or ()):
-                use = _tool_call(call, f"{where}.tool_calls[{j}]")
+                use = tool_call(call, f"{where}.tool_calls[{j}]")
                 names[use.id] = use.name
                 blocks.append(use)
             out.append(Msg(Role.ASSISTANT, blocks))
         elif role == "tool":
             call_id = item.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
-                raise _bad(f"{where}.tool_call_id is required (the id of the tool call this "
-                           "answers)", f"{where}.tool_call_id")
-            output = _text(item.get("content"), where)
+                raise bad_request(f"{where}.tool_call_id is required (the id of the tool call this "
+                                  "answers)", f"{where}.tool_call_id")
+            output = text_content(item.get("content"), where)
             out.append(Msg(Role.TOOL, [ToolResultBlock(call_id, names.get(call_id, ""),
                                                        output)]))
         else:
-            raise _bad(f"{where}.role must be system, developer, user, assistant or tool, "
-                       f"not {json.dumps(role)}", f"{where}.role")
+            raise bad_request(f"{where}.role must be system, developer, user, assistant or tool, "
+                              f"not {json.dumps(role)}", f"{where}.role")
     return out
 
 
-def _tool_call(call: Any, where: str) -> ToolUseBlock:
+def tool_call(call: Any, where: str) -> ToolUseBlock:
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(call.get("id"), str) or \
             not isinstance(function.get("name"), str):
-        raise _bad(f'{where} must be {{"id", "type": "function", "function": {{"name", '
-                   '"arguments"}}}}', where)
+        raise bad_request(f'{where} must be {{"id", "type": "function", "function": {{"name", '
+                          '"arguments"}}}}', where)
     arguments = function.get("arguments") or "{}"
     try:
         parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
@@ -217,7 +223,7 @@ def _tool_call(call: Any, where: str) -> ToolUseBlock:
     return ToolUseBlock(call["id"], function["name"], parsed)
 
 
-def _text(content: Any, where: str, *, optional: bool = False) -> str:
+def text_content(content: Any, where: str, *, optional: bool = False) -> str:
     if content is None and optional:
         return ""
     if isinstance(content, str):
@@ -226,20 +232,20 @@ def _text(content: Any, where: str, *, optional: bool = False) -> str:
         parts = []
         for j, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") not in ("text", "refusal"):
-                raise _bad(f"{where}.content[{j}] must be a text part here",
-                           f"{where}.content")
+                raise bad_request(f"{where}.content[{j}] must be a text part here",
+                                  f"{where}.content")
             parts.append(str(part.get("text", part.get("refusal", ""))))
         return "".join(parts)
-    raise _bad(f"{where}.content must be a string or a list of text parts",
-               f"{where}.content")
+    raise bad_request(f"{where}.content must be a string or a list of text parts",
+                      f"{where}.content")
 
 
-def _user_content(content: Any, where: str) -> str | list[ContentBlock]:
+def user_content(content: Any, where: str) -> str | list[ContentBlock]:
     if isinstance(content, str):
         return content
     if not isinstance(content, list) or not content:
-        raise _bad(f"{where}.content must be a string or a non-empty list of parts",
-                   f"{where}.content")
+        raise bad_request(f"{where}.content must be a string or a non-empty list of parts",
+                          f"{where}.content")
     blocks: list[ContentBlock] = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
@@ -249,12 +255,12 @@ def _user_content(content: Any, where: str) -> str | list[ContentBlock]:
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, dict) else None
             if not isinstance(url, str) or not url:
-                raise _bad(f"{where}.content[{j}].image_url.url is required",
-                           f"{where}.content")
+                raise bad_request(f"{where}.content[{j}].image_url.url is required",
+                                  f"{where}.content")
             blocks.append(_image(url, f"{where}.content[{j}]"))
         else:
-            raise _bad(f"{where}.content[{j}] has type {json.dumps(kind)}; this endpoint "
-                       'takes "text" and "image_url" parts', f"{where}.content")
+            raise bad_request(f"{where}.content[{j}] has type {json.dumps(kind)}; this endpoint "
+                              'takes "text" and "image_url" parts', f"{where}.content")
     return blocks
 
 
@@ -266,5 +272,5 @@ def _image(url: str, where: str) -> DataBlock:
     try:
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise _bad(f"{where} is a data URL whose data is not base64", where) from None
+        raise bad_request(f"{where} is a data URL whose data is not base64", where) from None
     return DataBlock(media or "application/octet-stream", data=data)
