@@ -1,5 +1,5 @@
-"""The OpenAI-compatible routes: ``POST /v1/chat/completions``, ``GET /v1/models`` and
-``GET /v1/models/{model}``.
+"""The OpenAI-compatible routes: ``POST /v1/chat/completions``, ``POST /v1/responses``
+(in :mod:`._openai_responses`), ``GET /v1/models`` and ``GET /v1/models/{model}``.
 
 ``model`` names the agent. Without the ``X-Session-Id`` header a request is
 stateless: its messages are the context of a temporary session that is deleted when
@@ -30,42 +30,33 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from .._record import new_id
 from ..event import ExternalExecutionResultEvent
-from ..message import GenerateReason, ToolResultBlock
+from ..message import GenerateReason, Msg, ToolResultBlock
 from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
 from ..tool._caller import CallerTools
 from ._body import check_session_id, read_json
 from ._errors import HTTPError, busy
-from ._openai_chunks import OpenAIAnswer
-from ._openai_request import ChatRequest, OpenAIError, as_openai, read_chat
+from ._openai_chunks import OpenAIAnswer, Started
+from ._openai_request import (
+    SESSION_HEADER,
+    TEMP_PREFIX,
+    ChatRequest,
+    OpenAIError,
+    as_openai,
+    read_chat,
+)
+from ._openai_responses import responses
 from ._service import Service
 
-__all__ = ["SESSION_HEADER", "routes"]
+__all__ = ["OpenAIRoutes", "openapi_paths", "routes"]
 
 log = logging.getLogger("rx_agent.serve")
 
-SESSION_HEADER = "X-Session-Id"
-"""The request header that selects a stored session (absent: a stateless request)."""
-
 PAUSE_PREFIX = "openai-pause-"
-TEMP_PREFIX = "openai-"
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-class _Started(Response):
-    """An :class:`OpenAIAnswer` in Starlette's ``Response`` clothes."""
-
-    def __init__(self, answer: OpenAIAnswer) -> None:
-        self.status_code = 200
-        self.background = None
-        self._answer = answer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._answer(scope, receive, send)
 
 
 def _openai_errors(handler: Handler) -> Handler:
@@ -99,6 +90,7 @@ class OpenAIRoutes:
         return [
             Route("/v1/chat/completions", _openai_errors(self.chat_completions),
                   methods=["POST"]),
+            Route("/v1/responses", _openai_errors(self.responses), methods=["POST"]),
             Route("/v1/models", _openai_errors(self.models), methods=["GET"]),
             Route("/v1/models/{model}", _openai_errors(self.model), methods=["GET"]),
         ]
@@ -108,7 +100,7 @@ class OpenAIRoutes:
     def _model_object(self) -> dict[str, Any]:
         return {"id": self.agent.name, "object": "model", "created": 0, "owned_by": "rx_agent"}
 
-    def _check_model(self, model: str) -> None:
+    def check_model(self, model: str) -> None:
         if model != self.agent.name:
             raise OpenAIError(404, "model_not_found",
                               f"the model {model!r} does not exist: this server serves the "
@@ -120,8 +112,11 @@ class OpenAIRoutes:
 
     async def model(self, request: Request) -> Response:
         self.service.user(request)
-        self._check_model(request.path_params["model"])
+        self.check_model(request.path_params["model"])
         return JSONResponse(self._model_object())
+
+    async def responses(self, request: Request) -> Response:
+        return await responses(self, request)
 
     # -- chat completions ------------------------------------------------------------
 
@@ -129,7 +124,7 @@ class OpenAIRoutes:
         service = self.service
         user = service.user(request)
         req = read_chat(await read_json(request, service.max_body))
-        self._check_model(req.model)
+        self.check_model(req.model)
         if req.tools is not None:
             clashes = req.tools.clashes(self.agent.toolkit)
             if clashes:
@@ -142,7 +137,7 @@ class OpenAIRoutes:
         fresh = False  # a temporary session made for this request
         if header is not None:
             key = SessionKey(owner, check_session_id(header))
-            inp: Any = (await self._resume(key, req.tool_results, stored=True)
+            inp: Any = (await self.resume(key, req.tool_results, stored=True)
                         if req.tool_results else req.tail)
         else:
             key, inp = await self._stateless(owner, req)
@@ -155,26 +150,27 @@ class OpenAIRoutes:
         except BaseException:
             # A stored pause that did not start (a busy session) stays as it is.
             if fresh:
-                await self._settle(key, None)
+                await self.settle(key, None)
             raise
         answer = OpenAIAnswer(call, model=self.agent.name, stream=req.stream,
                               include_usage=req.include_usage, session_id=key.session_id)
         if stateless:
-            answer.after = lambda: self._settle(key, answer)
-        return _Started(answer)
+            answer.after = lambda: self.settle(key, answer.reply.result,
+                                               answer.call.record.status == "completed")
+        return Started(answer)
 
     async def _stateless(self, owner: str, req: ChatRequest) -> tuple[SessionKey, Any]:
         if req.tool_results:
             key = pause_key(owner, [r.id for r in req.tool_results])
             if await self.service.guard.running(key):  # these results are being answered
                 raise busy(key.session_id)
-            event = await self._resume(key, req.tool_results, stored=False)
+            event = await self.resume(key, req.tool_results, stored=False)
             if event is not None:
                 return key, event
         # The request's messages are the whole context, in a session of its own.
         return SessionKey(owner, TEMP_PREFIX + new_id()), req.messages
 
-    async def _resume(self, key: SessionKey, results: list[ToolResultBlock], *,
+    async def resume(self, key: SessionKey, results: list[ToolResultBlock], *,
                       stored: bool) -> ExternalExecutionResultEvent | None:
         """The answer to the pause of ``key``; ``None`` (stateless) when there is none
         for these calls, an error for a stored session."""
@@ -205,19 +201,22 @@ class OpenAIRoutes:
             return getattr(store, name)(*args)
         return await self.service._store_call(name, *args)
 
-    async def _settle(self, key: SessionKey, answer: OpenAIAnswer | None) -> None:
+    async def settle(self, key: SessionKey, result: Msg | None, completed: bool = False, *,
+                     keep_pause_here: bool = False) -> None:
         """After a stateless call: keep its state only if it paused for the client's
-        tools (under the key their results will find), else delete it."""
+        tools (under the key their results will find, or with ``keep_pause_here`` where
+        it is), else delete it."""
         try:
-            result = answer.reply.result if answer is not None else None
-            if result is not None and answer is not None and answer.call.record.status == \
-                    "completed" and result.generate_reason is not GenerateReason.TOOL_SUSPENDED:
+            if result is not None and completed and \
+                    result.generate_reason is not GenerateReason.TOOL_SUSPENDED:
                 await self._store("delete", key)  # the usual case: nothing to keep
                 return
             await _free(self.agent, key)
             state = await self._store("load", key)
             pending = state.pending if state is not None else None
             if state is not None and pending is not None and pending.kind == "external":
+                if keep_pause_here:
+                    return
                 target = pause_key(key.user_id, [c.id for c in pending.tool_calls])
                 if target != key:
                     moved = state.model_copy(update={"session_id": target.session_id})
@@ -271,6 +270,26 @@ def openapi_paths() -> dict[str, Any]:
                 "200": {"description": "A `chat.completion` object, or with `stream: true` "
                         "`chat.completion.chunk` Server-Sent Events ending with "
                         "`data: [DONE]`. `X-Session-Id` names the session used.",
+                        "content": {"application/json": {"schema": {"type": "object"}},
+                                    "text/event-stream": {"schema": {"type": "string"}}}},
+                **dict.fromkeys(("400", "401", "404", "409", "413", "415"), error)},
+        }},
+        "/v1/responses": {"post": {
+            "summary": "OpenAI Responses API: `model` names the agent; `previous_response_id` "
+                       "(or the session header) continues its session; the request's function "
+                       "`tools` are the client's (answered with `function_call` items)",
+            "parameters": [session],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["model", "input"], "properties": {
+                    "model": {"type": "string"},
+                    "input": {"oneOf": [{"type": "string"}, {"type": "array"}]},
+                    "instructions": {"type": "string"}, "stream": {"type": "boolean"},
+                    "previous_response_id": {"type": "string"}, "store": {"type": "boolean"},
+                    "tools": {"type": "array"},
+                    "tool_choice": {"enum": ["auto", "none"]}}}}}},
+            "responses": {
+                "200": {"description": "A `response` object, or with `stream: true` its "
+                        "`response.*` Server-Sent Events ending with `response.completed`.",
                         "content": {"application/json": {"schema": {"type": "object"}},
                                     "text/event-stream": {"schema": {"type": "string"}}}},
                 **dict.fromkeys(("400", "401", "404", "409", "413", "415"), error)},

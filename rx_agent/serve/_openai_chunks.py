@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..event import (
@@ -30,7 +31,7 @@ from ._calls import _ERROR, _NEXT, Call, CallResponse
 from ._errors import from_exception
 from ._openai_request import as_openai
 
-__all__ = ["OpenAIAnswer"]
+__all__ = ["OpenAIAnswer", "Started"]
 
 _dumps = json.dumps
 
@@ -259,3 +260,16 @@ class OpenAIAnswer(CallResponse):
                 "choices": [{"index": 0, "message": message, "logprobs": None,
                              "finish_reason": reply.finish_reason}],
                 "usage": self._usage()}
+
+
+class Started(Response):
+    """A started call's answer (:class:`OpenAIAnswer`, ...) in Starlette's ``Response``
+    clothes (routing wants one)."""
+
+    def __init__(self, answer: CallResponse) -> None:
+        self.status_code = 200
+        self.background = None
+        self._answer = answer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._answer(scope, receive, send)

@@ -17,15 +17,24 @@ from ._errors import HTTPError
 
 __all__ = [
     "IGNORED",
+    "SESSION_HEADER",
+    "TEMP_PREFIX",
     "ChatRequest",
     "OpenAIError",
     "as_openai",
     "bad_request",
+    "image_block",
     "read_chat",
     "text_content",
     "tool_call",
     "user_content",
 ]
+
+SESSION_HEADER = "X-Session-Id"
+"""The request header that selects a stored session (absent: a stateless request)."""
+
+TEMP_PREFIX = "openai-"
+"""The start of the temporary sessions of stateless requests."""
 
 # Accepted and ignored: the agent's model and its settings are the server's.
 IGNORED = frozenset({
@@ -257,14 +266,14 @@ def user_content(content: Any, where: str) -> str | list[ContentBlock]:
             if not isinstance(url, str) or not url:
                 raise bad_request(f"{where}.content[{j}].image_url.url is required",
                                   f"{where}.content")
-            blocks.append(_image(url, f"{where}.content[{j}]"))
+            blocks.append(image_block(url, f"{where}.content[{j}]"))
         else:
             raise bad_request(f"{where}.content[{j}] has type {json.dumps(kind)}; this endpoint "
                               'takes "text" and "image_url" parts', f"{where}.content")
     return blocks
 
 
-def _image(url: str, where: str) -> DataBlock:
+def image_block(url: str, where: str) -> DataBlock:
     if not url.startswith("data:"):
         return DataBlock("image/*", url=url)
     head, _, data = url.partition(",")
