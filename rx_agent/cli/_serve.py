@@ -45,7 +45,7 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                        help="the largest request body (default 1 MiB)")
     serve.add_argument("--no-openai", dest="openai", action="store_false",
                        help="do not serve the OpenAI-compatible routes (/v1/chat/completions, "
-                       "/v1/models)")
+                       "/v1/responses, /v1/models)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(handler=cmd_serve)

@@ -99,7 +99,7 @@ def create_app(
             console shows per run (default: the global one, when it is an SDK one).
         console: serve the web console at ``/console``.
         openai: serve the OpenAI-compatible routes (``/v1/chat/completions``,
-            ``/v1/models``; docs/protocols.md).
+            ``/v1/responses``, ``/v1/models``; docs/protocols.md).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
