@@ -171,7 +171,7 @@ class OpenAIRoutes:
         return SessionKey(owner, TEMP_PREFIX + new_id()), req.messages
 
     async def resume(self, key: SessionKey, results: list[ToolResultBlock], *,
-                      stored: bool) -> ExternalExecutionResultEvent | None:
+                     stored: bool) -> ExternalExecutionResultEvent | None:
         """The answer to the pause of ``key``; ``None`` (stateless) when there is none
         for these calls, an error for a stored session."""
         state = await self.service.load(key)
