@@ -9,12 +9,18 @@ httptools and uvloop when they are installed; in-memory sessions, no auth, 127.0
 Its model stands in for a real one with realistic latency: the first chunk after
 ``--ttft`` seconds (default 0.3), then ``--chunks`` text chunks (default 20) ``--gap``
 seconds apart (0.03). Each client posts to its own session and reads the whole SSE
-stream, ``--rounds`` times. The same agent then runs in-process: the same number of
-concurrent ``agent.astream`` calls on one event loop.
+stream, ``--rounds`` times: on the server's own route (``/v1/sessions/{id}/messages``)
+and on the OpenAI-compatible one (``/v1/chat/completions`` with ``stream: true``),
+alternating, ``--passes`` times each (default 2), on the same server. The same agent
+then runs in-process: the same number of concurrent ``agent.astream`` calls on one
+event loop.
 
 Printed per mode: time to the first event and to the first text delta (p50 / p99,
-from sending the request), the whole call (p50 / p99), and events per second over
-the run (all events of all calls / wall time).
+from sending the request), the whole call (p50 / p99), frames per second over the
+run (SSE frames of all calls / wall time), and CPU time per agent event: the server
+process's (from ``/proc``) or, in-process, this process's. A route's overhead per event
+is its CPU per event minus the in-process figure; the OpenAI route's is compared with
+the SSE route's.
 """
 
 from __future__ import annotations
@@ -85,6 +91,23 @@ class Sample:
 class Result:
     samples: list[Sample] = field(default_factory=list)
     wall: float = 0.0
+    cpu: float | None = None
+    """CPU seconds the serving process (or, in-process, this one) spent."""
+    agent_events: int = 0
+    """Agent events of all calls (the OpenAI route's frames are fewer than its events)."""
+
+    def add(self, other: Result) -> None:
+        self.samples += other.samples
+        self.wall += other.wall
+        self.agent_events += other.agent_events
+        if other.cpu is not None:
+            self.cpu = (self.cpu or 0.0) + other.cpu
+
+    @property
+    def cpu_per_event(self) -> float | None:
+        if self.cpu is None or not self.agent_events:
+            return None
+        return self.cpu / self.agent_events
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -98,10 +121,23 @@ def _row(name: str, result: Result) -> str:
     ft = [x.first_text * 1000 for x in s]
     tt = [x.total * 1000 for x in s]
     events = sum(x.events for x in s)
+    per_event = result.cpu_per_event
+    cpu = "n/a" if per_event is None else f"{per_event * 1e6:.0f} µs"
     return (f"| {name} | {_pct(fe, .5):.1f} / {_pct(fe, .99):.1f} ms "
             f"| {_pct(ft, .5):.0f} / {_pct(ft, .99):.0f} ms "
             f"| {_pct(tt, .5):.0f} / {_pct(tt, .99):.0f} ms "
-            f"| {events / result.wall:,.0f} | {len(s)} |")
+            f"| {events / result.wall:,.0f} | {cpu} | {len(s)} |")
+
+
+def _cpu_of(pid: int | None) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` so far, from /proc (Linux)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _http_client(host: str, port: int, session: str, rounds: int,
@@ -135,15 +171,55 @@ async def _http_client(host: str, port: int, session: str, rounds: int,
         out.append(Sample(first_event, first_text, time.perf_counter() - start, events))
 
 
-async def run_http(url: str, clients: int, rounds: int) -> Result:
+async def _openai_client(host: str, port: int, session: str, rounds: int,
+                         out: list[Sample]) -> None:
+    """One client of the OpenAI-compatible route, streaming (raw, as ``_http_client``);
+    each call has its own stateless context, so the agent's work matches the SSE
+    route's (a session header would make the model see a longer history)."""
+    for r in range(rounds):
+        body = json.dumps({"model": "load", "stream": True, "messages": [
+            {"role": "user", "content": f"question {r} of {session}"}]}).encode()
+        start = time.perf_counter()
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+                     "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                     + body)
+        status = await reader.readline()
+        if b" 200 " not in status:
+            raise RuntimeError(f"HTTP {status!r}: {await reader.read(2000)!r}")
+        first_event = first_text = 0.0
+        events = 0
+        async for line in reader:
+            if not line.startswith(b"data: "):
+                continue
+            events += 1
+            now = time.perf_counter() - start
+            if events == 1:
+                first_event = now
+            if not first_text and b'"delta":{"content":' in line:
+                first_text = now
+        writer.close()
+        out.append(Sample(first_event, first_text, time.perf_counter() - start, events))
+
+
+async def run_http(url: str, clients: int, rounds: int, *, route: str = "sse",
+                   pid: int | None = None, events_per_call: float = 0.0) -> Result:
+    """``route``: ``sse`` (the server's own) or ``openai`` (``/v1/chat/completions``)."""
     host, _, port_text = url.removeprefix("http://").partition(":")
     port = int(port_text)
+    client = _http_client if route == "sse" else _openai_client
     result = Result()
-    await _http_client(host, port, "warm-up", 1, [])  # first-call costs (imports)
+    await client(host, port, "warm-up", 1, [])  # first-call costs (imports)
+    cpu = _cpu_of(pid)
     start = time.perf_counter()
-    await asyncio.gather(*(_http_client(host, port, f"load-{i}", rounds, result.samples)
+    await asyncio.gather(*(client(host, port, f"load-{i}", rounds, result.samples)
                            for i in range(clients)))
     result.wall = time.perf_counter() - start
+    after = _cpu_of(pid)
+    result.cpu = after - cpu if after is not None and cpu is not None else None
+    result.agent_events = (sum(s.events for s in result.samples) if route == "sse"
+                           else round(events_per_call * len(result.samples)))
     return result
 
 
@@ -171,9 +247,12 @@ async def run_in_process(clients: int, rounds: int) -> Result:
 
     async for _ in agent.astream("warm-up", RuntimeContext(session_id="warm-up")):
         pass
+    cpu = time.process_time()
     start = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(clients)))
     result.wall = time.perf_counter() - start
+    result.cpu = time.process_time() - cpu
+    result.agent_events = sum(s.events for s in result.samples)
     return result
 
 
@@ -213,11 +292,14 @@ def main() -> None:
     parser.add_argument("--ttft", type=float, default=0.3)
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--gap", type=float, default=0.03)
+    parser.add_argument("--passes", type=int, default=2,
+                        help="times each route is loaded, alternating (default 2)")
     parser.add_argument("--smoke", action="store_true", help="10 clients, 1 round, fast model")
     parser.add_argument("--url", help="load a server that is already running (HTTP only)")
     args = parser.parse_args()
     if args.smoke:
         args.clients, args.rounds, args.ttft, args.chunks, args.gap = 10, 1, 0.05, 5, 0.01
+        args.passes = 1
     env = {**os.environ, "SERVE_LOAD_TTFT": str(args.ttft),
            "SERVE_LOAD_CHUNKS": str(args.chunks), "SERVE_LOAD_GAP": str(args.gap)}
     os.environ.update(env)  # the in-process agent reads the same settings
@@ -225,10 +307,15 @@ def main() -> None:
     if args.url:
         print(_row("HTTP/SSE", asyncio.run(run_http(args.url, args.clients, args.rounds))))
         return
+    sse, oai = Result(), Result()
     with tempfile.TemporaryFile() as log:  # the server's stderr, shown if something fails
         proc, url = start_server(env, log)
         try:
-            http = asyncio.run(run_http(url, args.clients, args.rounds))
+            for _ in range(args.passes):  # alternating, so both see the same machine
+                sse.add(asyncio.run(run_http(url, args.clients, args.rounds, pid=proc.pid)))
+                per_call = sse.agent_events / len(sse.samples)
+                oai.add(asyncio.run(run_http(url, args.clients, args.rounds, route="openai",
+                                             pid=proc.pid, events_per_call=per_call)))
         except Exception:
             log.seek(0)
             sys.stderr.write(log.read().decode(errors="replace")[-4000:])
@@ -238,21 +325,27 @@ def main() -> None:
             proc.wait(10)
     local = asyncio.run(run_in_process(args.clients, args.rounds))
     ideal = args.ttft + (args.chunks - 1) * args.gap
-    print(f"{args.clients} concurrent clients x {args.rounds} calls; model: first chunk "
-          f"after {args.ttft * 1000:.0f} ms, {args.chunks} chunks {args.gap * 1000:.0f} ms "
-          f"apart (a call takes >= {ideal * 1000:.0f} ms)")
+    print(f"{args.clients} concurrent clients x {args.rounds} calls ({args.passes} passes per "
+          f"route); model: first chunk after {args.ttft * 1000:.0f} ms, {args.chunks} chunks "
+          f"{args.gap * 1000:.0f} ms apart (a call takes >= {ideal * 1000:.0f} ms)")
     print()
     print("| mode | first event p50 / p99 | first text p50 / p99 | whole call p50 / p99 "
-          "| events/s | calls |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          "| frames/s | CPU per event | calls |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     fast = all(importlib.util.find_spec(m) for m in ("httptools", "uvloop"))
     stack = "httptools + uvloop" if fast else "pure-Python HTTP, asyncio loop"
-    print(_row(f"HTTP/SSE, one uvicorn worker ({stack})", http))
+    print(_row(f"HTTP/SSE, one uvicorn worker ({stack})", sse))
+    print(_row("HTTP/OpenAI `/v1/chat/completions` stream, same worker", oai))
     print(_row("in-process `agent.astream`", local))
-    per_call = statistics.mean(s.events for s in http.samples)
     print()
-    print(f"events per call: {per_call:.0f}")
-
+    print(f"events per call: {statistics.mean(s.events for s in sse.samples):.0f} (the OpenAI "
+          f"route sends {statistics.mean(s.events for s in oai.samples):.0f} frames for them)")
+    base, per_sse, per_oai = local.cpu_per_event, sse.cpu_per_event, oai.cpu_per_event
+    if base is not None and per_sse is not None and per_oai is not None:
+        over_sse, over_oai = per_sse - base, per_oai - base
+        print(f"route overhead per event (server CPU minus in-process): SSE "
+              f"{over_sse * 1e6:.0f} µs, OpenAI {over_oai * 1e6:.0f} µs "
+              f"({over_oai / over_sse:.2f}x)")
 
 if __name__ == "__main__":
     main()

@@ -35,6 +35,7 @@ NAMES = [
     "durable_sessions",
     "continue_once",
     "serve_app",
+    "openai_client",
     "support_desk",
     "mcp_tools",
 ]
@@ -305,6 +306,18 @@ def test_serve_app(runs: dict[str, Run]) -> None:
         "reply: You said: Thanks!",
         "stored: ['user', 'assistant', 'tool', 'assistant', 'user', 'assistant']",
         "without a token: 401",
+    ]
+
+
+def test_openai_client(runs: dict[str, Run]) -> None:
+    assert ok(runs, "openai_client").lines == [
+        "models: ['weather']",
+        "answer: Sunny and 21 °C in Paris.",
+        "streamed: Sunny and 21 °C in Paris. (6 pieces, 56 tokens)",
+        "finish_reason: tool_calls",
+        "the client runs show_map({'city': 'Rome'})",
+        "after the tool: A map of Rome is on the screen.",
+        "stored: ['user', 'assistant', 'tool', 'assistant', 'user', 'assistant']",
     ]
 
 

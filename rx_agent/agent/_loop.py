@@ -26,6 +26,7 @@ from ..message import GenerateReason, HintBlock, Msg, Role, TextBlock, ToolUseBl
 from ..middleware.base import ExtensionPoint
 from ..middleware.inputs import AgentInput, CompressContextInput, ModelCallInput, ReasoningInput
 from ..middleware.types import Handler
+from ..tool._caller import CallerTools
 from ._acting import Acting
 from ._blocks import MessageAccumulator
 from ._compress import replace_context
@@ -147,9 +148,12 @@ class ReActLoop:
         if config.toolkit.has_sources:  # MCP servers: tools listed once per connection
             await config.toolkit.refresh()
         options = config.generate_options
+        caller = scope.ctx.get(CallerTools)
+        if caller is not None:  # a protocol client's own tools, for this call only
+            scope.toolkit = caller.overlay(scope.toolkit)
         structured = self.structured
         if structured is not None:  # the response tool joins this call's tools
-            scope.toolkit = structured.toolkit(config.toolkit)
+            scope.toolkit = structured.toolkit(scope.toolkit)
             scope.response_tool = structured.tool
             options = structured.options(options)
         tools = tuple(scope.toolkit.schemas())

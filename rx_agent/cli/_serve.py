@@ -47,6 +47,9 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                        help="queue posts to a busy session instead of answering 409")
     serve.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
                        help="the largest request body (default 1 MiB)")
+    serve.add_argument("--no-openai", dest="openai", action="store_false",
+                       help="do not serve the OpenAI-compatible routes (/v1/chat/completions, "
+                       "/v1/responses, /v1/models)")
     serve.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                        help="what goes to stderr (default info: the console's URL, each "
                        "request, every failure with its traceback)")
@@ -67,7 +70,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tokens = {**(tokens or {}), args.token: "default"}
         config = ServeConfig(target=args.target, host=args.host, port=args.port,
                              workers=args.workers, store=args.store, tokens=tokens,
-                             queue=args.queue, max_body=args.max_body, log_level=args.log_level)
+                             queue=args.queue, max_body=args.max_body, log_level=args.log_level,
+                             openai=args.openai)
         run(config, no_auth=args.no_auth)
     except ServeError as exc:
         raise CLIError(str(exc)) from exc

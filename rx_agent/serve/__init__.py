@@ -9,7 +9,9 @@ session (409 or queue), ``_auth`` maps bearer tokens to user ids, ``_body`` read
 checks request bodies, ``_errors`` turns every failure into a JSON answer, ``_runs``
 remembers recent calls (replay, the console's timeline), ``_metrics`` counts for
 Prometheus, ``_spans`` feeds OpenTelemetry spans to the console, ``_openapi``
-describes the endpoints, ``_cli`` is the command.
+describes the endpoints, ``_cli`` is the command. ``_openai_api`` (with
+``_openai_request``, ``_openai_chunks``, ``_openai_responses``, ``_openai_input``)
+serves the OpenAI-compatible routes.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ from ..session import InMemorySessionStore, SessionStore
 from ._auth import TokenAuth
 from ._body import DEFAULT_MAX_BODY
 from ._errors import CrashAnswer, HTTPError, error_response, log
+from ._openai_api import openapi_paths as openai_paths
+from ._openai_api import routes as openai_routes
 from ._openapi import openapi
 from ._service import Service
 from ._spans import install_feed
@@ -78,6 +80,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     tracer_provider: Any = None,
     console: bool = True,
+    openai: bool = True,
 ) -> Starlette:
     """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
 
@@ -97,6 +100,8 @@ def create_app(
         tracer_provider: an OpenTelemetry SDK ``TracerProvider`` whose spans the
             console shows per run (default: the global one, when it is an SDK one).
         console: serve the web console at ``/console``.
+        openai: serve the OpenAI-compatible routes (``/v1/chat/completions``,
+            ``/v1/responses``, ``/v1/models``; docs/protocols.md).
 
     A call that fails answers ``500`` (or an SSE ``error`` event) naming only the
     exception's type; its traceback, with the session and run id, is logged at
@@ -114,8 +119,12 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "agent": agent.name})
 
+    document = openapi()
+    if openai:
+        document["paths"].update(openai_paths())
+
     async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi())
+        return JSONResponse(document)
 
     async def console_page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
@@ -142,6 +151,8 @@ def create_app(
         Route(session + "/interrupt", service.interrupt, methods=["POST"]),
         Route(session + "/runs/{run_id}", service.get_run, methods=["GET"]),
     ]
+    if openai:
+        routes += openai_routes(service)
     if console:
         routes += [
             Route("/", to_console, methods=["GET"]),

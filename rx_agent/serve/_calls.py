@@ -16,6 +16,7 @@ import contextlib
 import json
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,11 +145,15 @@ class CallRunner:
     def context(self, key: SessionKey, user_id: str | None) -> RuntimeContext:
         return RuntimeContext(session_id=key.session_id, user_id=user_id)
 
-    async def start(self, key: SessionKey, user_id: str | None, inp: Any, kind: str) -> Call:
+    async def start(self, key: SessionKey, user_id: str | None, inp: Any, kind: str, *,
+                    attributes: Mapping[str | type[Any], Any] | None = None) -> Call:
         """Start the call and wait for its first signal; raise the HTTP answer if the
-        call fails before producing an event."""
+        call fails before producing an event. ``attributes`` go into the call's context
+        (a protocol route's ``CallerTools``, say)."""
         started = time.monotonic()
         ctx = self.context(key, user_id)
+        for name, value in (attributes or {}).items():
+            ctx.put(name, value)
         agent = self.agent
         hold = await self.guard.enter(key, ctx.run_id, lambda: agent.interrupt(ctx))
         record = self.runs.start(ctx.run_id, key, kind)

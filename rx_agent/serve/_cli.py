@@ -53,6 +53,7 @@ class ServeConfig:
     queue: bool = False
     max_body: int = DEFAULT_MAX_BODY
     log_level: str = "info"
+    openai: bool = True
 
 
 def _open_store(url: str | None) -> SessionStore:
@@ -92,7 +93,7 @@ def build_app(config: ServeConfig) -> Starlette:
     install_global_provider()  # after the user's module: its own provider wins
     try:
         app = create_app(target, store, auth=config.tokens, queue=config.queue,
-                         max_body=config.max_body)
+                         max_body=config.max_body, openai=config.openai)
     except (TypeError, ValueError) as exc:
         raise ServeError(str(exc)) from exc
     service = app.state.service

@@ -22,3 +22,6 @@ def test_the_serve_load_benchmark_runs() -> None:
     assert [calls for _, calls in rows] == ["10", "10"], done.stdout
     # Every call streamed its whole reply: start, 5 deltas, result, end and the rest.
     assert "events per call: 12" in done.stdout
+    # The OpenAI-compatible route, loaded side by side on the same server.
+    assert re.search(r"^\| HTTP/OpenAI [^|]* stream[^|]*\|.*\| 10 \|$", done.stdout,
+                     re.MULTILINE), done.stdout
