@@ -216,7 +216,10 @@ class RuntimeContext:
 
     def copy(self) -> RuntimeContext:
         """A copy with the same ids and attributes (values are shared, not copied)."""
-        new = RuntimeContext(self.session_id, self.user_id, self.run_id)
+        # Not through the constructor: these values were checked when self was made.
+        new = RuntimeContext.__new__(RuntimeContext)
+        new.session_id, new.user_id, new.run_id = self.session_id, self.user_id, self.run_id
+        new._lock = self._lock
         with self._lock:
             new._attrs = dict(self._attrs)
         new.agent_state = self.agent_state
