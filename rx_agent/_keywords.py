@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import inspect
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
 __all__ = [
@@ -119,17 +118,57 @@ def unknown_keyword_error(
 
 
 def refuse_unknown_keywords(cls: _T) -> _T:
-    """Make a dataclass's constructor (and ``with_``, which goes through it) name the
-    closest field for a keyword it does not have. Positional calls pay one frame."""
-    init: Callable[..., None] = cls.__init__  # type: ignore[misc]
-    known = frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+    """Give a frozen dataclass a constructor (and so ``with_``, which goes through it)
+    that names the closest field for a keyword it does not have.
 
-    @functools.wraps(init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if kwargs and not kwargs.keys() <= known:
-            raise unknown_keyword_error(cls, kwargs, known)
-        init(self, *args, **kwargs)
-
-    type.__setattr__(cls, "__init__", __init__)
+    The constructor is generated like the dataclass's own (same parameters, defaults,
+    ``object.__setattr__`` per field, then ``__post_init__``) plus a ``**`` catch-all
+    that raises: the runtime's positional constructions pay no extra call."""
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    known = frozenset(f.name for f in fields)
+    params_ = getattr(cls, "__dataclass_params__")  # noqa: B009 (not on type for mypy)
+    if any(f.kw_only for f in fields) or not params_.frozen:
+        raise TypeError(f"{cls.__name__}: only frozen dataclasses without kw_only fields")
+    scope: dict[str, Any] = {"_cls": cls, "_known": known, "_error": unknown_keyword_error,
+                             "_set": object.__setattr__, "_FACTORY": _FACTORY}
+    params, required = [], []
+    body = ["    if _unknown:", "        raise _error(_cls, _unknown, _known)"]
+    for f in fields:
+        if f.default is not dataclasses.MISSING:
+            scope[f"_d_{f.name}"] = f.default
+            params.append(f"{f.name}=_d_{f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            scope[f"_f_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_FACTORY")
+            body.append(f"    if {f.name} is _FACTORY: {f.name} = _f_{f.name}()")
+        else:  # required: checked after the keywords, so ``toolCalls=`` is named first
+            params.append(f"{f.name}=_FACTORY")
+            required.append(f.name)
+    if required:
+        scope["_missing"] = _missing_error
+        given = " or ".join(f"{n} is _FACTORY" for n in required)
+        body.append(f"    if {given}:")
+        body.append(f"        raise _missing(_cls, {required!r}, ({', '.join(required)},))")
+    body += [f"    _set(self, {f.name!r}, {f.name})" for f in fields]
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    source = f"def __init__(self, {', '.join([*params, '**_unknown'])}):\n" + "\n".join(body)
+    exec(source, scope)  # the dataclass module builds its __init__ the same way
+    init = scope["__init__"]
+    original = cls.__init__  # type: ignore[misc]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__signature__ = inspect.signature(original)  # help() shows the real parameters
+    init.__doc__ = original.__doc__
+    type.__setattr__(cls, "__init__", init)
     type.__setattr__(cls, "__init_keywords__", known)
     return cls
+
+
+_FACTORY = object()  # "not given": use the default factory, or a required one is missing
+
+
+def _missing_error(cls: type, names: list[str], values: tuple[Any, ...]) -> TypeError:
+    missing = [n for n, v in zip(names, values, strict=True) if v is _FACTORY]
+    listed = ", ".join(repr(n) for n in missing)
+    return TypeError(f"{cls.__name__}.__init__() missing {len(missing)} required "
+                     f"argument{'s' if len(missing) > 1 else ''}: {listed}")

@@ -171,3 +171,22 @@ def test_the_runtimes_fast_paths_never_check_keywords(monkeypatch: pytest.Monkey
     # Validating data does not call it either.
     data = {"role": "user", "content": [{"type": "text", "text": "x"}], "newer": 1}
     assert Msg.model_validate(data).text == "x"
+
+
+def test_the_generated_constructors_behave_as_the_dataclass_ones() -> None:
+    from rx_agent.middleware.inputs import ReasoningInput
+
+    call_tuple = (CALL,)
+    assert ActingInput([CALL]).tool_calls == call_tuple  # __post_init__ still runs
+    first, second = ReasoningInput(()), ReasoningInput(())
+    assert first == second and first.options is not second.options  # a factory per call
+    assert ReasoningInput((), None).tools == ()
+    assert GenerateOptions(stop=["x"]).stop == ("x",)
+    with pytest.raises(TypeError, match=r"ModelCallInput.__init__\(\) missing 2 required "
+                       r"arguments: 'options', 'model'"):
+        ModelCallInput((), ())  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="takes from"):
+        ActingInput(call_tuple, 1)  # type: ignore[call-arg]
+    import inspect
+
+    assert str(inspect.signature(ActingInput)) == "(tool_calls: 'tuple[ToolUseBlock, ...]') -> None"
