@@ -11,12 +11,13 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
-import re
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+
+from ._keywords import java_candidates, model_keywords, unknown_keyword_error
 
 __all__ = [
     "Record",
@@ -49,27 +50,7 @@ now = time.time
 # (:func:`install_java_names`): a ``__getattr__`` there would slow every attribute
 # access of the class (CPython stops specializing them), a descriptor costs nothing.
 
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_ACCESSOR_PREFIXES = ("get", "set", "is", "has")
 _ABSENT = object()
-
-
-def _snake(name: str) -> str:
-    return _CAMEL_BOUNDARY.sub("_", name).lower()
-
-
-def _candidates(name: str) -> list[str]:
-    if name[:1] == "_" or not any(c.isupper() for c in name):
-        return []
-    full = _snake(name)
-    for prefix in _ACCESSOR_PREFIXES:
-        rest = name[len(prefix):]
-        if name.startswith(prefix) and rest[:1].isupper():
-            stripped = _snake(rest[0].lower() + rest[1:])
-            # ``isStreaming`` may be ``is_streaming`` or ``streaming``; ``getUserId`` is
-            # ``user_id`` (Python has no getters).
-            return [full, stripped] if prefix in ("is", "has") else [stripped, full]
-    return [full]
 
 
 def _has(obj: object, name: str) -> bool:
@@ -84,7 +65,7 @@ def _has(obj: object, name: str) -> bool:
 
 def java_name_hint(obj: object, name: str) -> str | None:
     """The snake_case attribute of ``obj`` a Java-style ``name`` most likely means."""
-    for candidate in _candidates(name):
+    for candidate in java_candidates(name):
         if candidate != name and _has(obj, candidate):
             return candidate
     return None
@@ -187,15 +168,34 @@ def model_getattr(self: BaseModel, name: str) -> Any:
 
 
 class Record(BaseModel):
-    """A pydantic model that also accepts its leading fields positionally."""
+    """A pydantic model that also accepts its leading fields positionally.
+
+    Keyword construction refuses a keyword the class does not have, naming the closest
+    one (``TypeError``); validating data (``model_validate``, JSON) ignores unknown
+    fields, so records written by a newer version still load.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
 
     # Names accepted positionally, in order. Subclasses set it, or it defaults to
     # the fields the class itself adds (``type`` excluded).
     __positional__: ClassVar[tuple[str, ...]] = ()
+    # The keywords the constructor takes (fields and their aliases), per class.
+    __keywords__: ClassVar[frozenset[str]] = frozenset()
+    # A keyword that is not a field -> the field it most likely means (did-you-mean).
+    __keyword_hints__: ClassVar[dict[str, str]] = {}
+    # Whether fields read from a newer version's JSON are kept (``StoredRecord``).
+    __keeps_unknown__: ClassVar[bool] = False
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.__keywords__ = model_keywords(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Only the caller's keywords: positional names are fields by construction.
+        if kwargs and not kwargs.keys() <= type(self).__keywords__:
+            raise unknown_keyword_error(type(self), kwargs, type(self).__keywords__)
         if args:
             names = type(self).__positional__
             if len(args) > len(names):
@@ -210,6 +210,11 @@ class Record(BaseModel):
                     )
                 kwargs[name] = value
         super().__init__(**kwargs)
+
+    # Pydantic calls a model's own ``__init__`` when it validates data too (nested
+    # records, JSON); marked as the base one, this stays the caller's constructor only,
+    # so stored JSON with a newer version's fields still loads (they are dropped).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     if not TYPE_CHECKING:  # hidden from type checkers: unknown names stay type errors
         __getattr__ = model_getattr
@@ -232,7 +237,7 @@ class Record(BaseModel):
         if fields is None:
             fields = _ALL_FIELDS[cls] = set(cls.model_fields)
         _set(obj, "__pydantic_fields_set__", fields)
-        _set(obj, "__pydantic_extra__", None)
+        _set(obj, "__pydantic_extra__", {} if cls.__keeps_unknown__ else None)
         _set(obj, "__pydantic_private__", None)
         return obj
 
@@ -257,3 +262,25 @@ def check_fields(cls: type[BaseModel], values: dict[str, Any], *, exact: bool) -
         missing = sorted(k for k in fields if k not in values)
         if missing:
             raise TypeError(f"{cls.__name__}._fast() is missing {', '.join(missing)}")
+
+
+class StoredRecord(Record):
+    """A record a session store keeps (the state, its pending calls and remembered
+    rules, messages and their blocks): fields read from a newer version's JSON are
+    kept (``model_extra``) and written back when the record is saved again, so an
+    older worker in a rolling upgrade does not erase them. Constructors and attribute
+    assignment still refuse unknown names.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    __keeps_unknown__ = True
+
+    if not TYPE_CHECKING:
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            # With ``extra="allow"`` pydantic would store any name; a typo must fail.
+            if name not in type(self).__pydantic_fields__ and name[:1] != "_":
+                hint = java_name_hint(self, name)
+                raise ValueError(f'"{type(self).__name__}" object has no field "{name}"'
+                                 + (f"; did you mean `{hint}`?" if hint else ""))
+            super().__setattr__(name, value)

@@ -6,9 +6,10 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from ._record import install_java_names, model_getattr, new_id
+from ._keywords import unknown_keyword_error
+from ._record import StoredRecord, install_java_names, new_id
 from .message import Msg, ToolUseBlock
 from .permissions import PermissionRule
 
@@ -18,7 +19,7 @@ T = TypeVar("T")
 _MISSING: Any = object()
 
 
-class PendingToolCalls(BaseModel):
+class PendingToolCalls(StoredRecord):
     """Tool calls a paused reply waits on (user confirmation or external execution)."""
 
     reply_id: str
@@ -30,11 +31,13 @@ class PendingToolCalls(BaseModel):
     )
 
 
-class AgentState(BaseModel):
+class AgentState(StoredRecord):
     """What an agent remembers about one session; persisted by the session store.
 
     ``context`` is the live conversation (every message in order). ``data`` is a
-    JSON-serialisable scratch space for middlewares (namespaced by key).
+    JSON-serialisable scratch space for middlewares (namespaced by key). A stored state
+    with fields this version does not know (written by a newer one) loads, and keeps
+    them when it is saved again.
     """
 
     model_config = ConfigDict(validate_assignment=False)
@@ -48,14 +51,25 @@ class AgentState(BaseModel):
     )
     data: dict[str, Any] = Field(default_factory=dict)
 
-    if not TYPE_CHECKING:  # hidden from type checkers: unknown names stay type errors
-        __getattr__ = model_getattr
+    if TYPE_CHECKING:  # keyword-only, as the fields (``extra`` would widen it to **kwargs)
+
+        def __init__(
+            self,
+            *,
+            session_id: str,
+            user_id: str | None = ...,
+            context: list[Msg] = ...,
+            pending: PendingToolCalls | None = ...,
+            permission_rules: list[PermissionRule] = ...,
+            data: dict[str, Any] = ...,
+        ) -> None: ...
 
 
 # One lock for the attributes of every context: each critical section is one dict
 # operation, so sharing it costs nothing measurable, and a call (which copies its
 # caller's context) does not allocate a lock per context.
 _ATTRS_LOCK = threading.RLock()
+_CONTEXT_KEYWORDS = frozenset({"session_id", "user_id", "run_id", "attributes"})
 
 
 class RuntimeContext:
@@ -69,13 +83,31 @@ class RuntimeContext:
 
     __slots__ = ("_attrs", "_base", "_lock", "agent_state", "run_id", "session_id", "user_id")
 
-    def __init__(
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            session_id: str | None = None,
+            user_id: str | None = None,
+            run_id: str | None = None,
+            *,
+            attributes: dict[str | type[Any], Any] | None = None,
+        ) -> None: ...
+
+    else:
+
+        def __init__(self, session_id=None, user_id=None, run_id=None, *, attributes=None,
+                     **unknown):
+            if unknown:  # ``userId=...``: a TypeError naming ``user_id``
+                raise unknown_keyword_error(RuntimeContext, unknown, _CONTEXT_KEYWORDS)
+            self._setup(session_id, user_id, run_id, attributes)
+
+    def _setup(
         self,
-        session_id: str | None = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
-        *,
-        attributes: dict[str | type[Any], Any] | None = None,
+        session_id: str | None,
+        user_id: str | None,
+        run_id: str | None,
+        attributes: dict[str | type[Any], Any] | None,
     ) -> None:
         for label, value in (("session_id", session_id), ("user_id", user_id)):
             if value is not None and not isinstance(value, str):
@@ -184,7 +216,10 @@ class RuntimeContext:
 
     def copy(self) -> RuntimeContext:
         """A copy with the same ids and attributes (values are shared, not copied)."""
-        new = RuntimeContext(self.session_id, self.user_id, self.run_id)
+        # Not through the constructor: these values were checked when self was made.
+        new = RuntimeContext.__new__(RuntimeContext)
+        new.session_id, new.user_id, new.run_id = self.session_id, self.user_id, self.run_id
+        new._lock = self._lock
         with self._lock:
             new._attrs = dict(self._attrs)
         new.agent_state = self.agent_state

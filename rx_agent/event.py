@@ -349,6 +349,7 @@ class CustomEvent(AgentEvent):
     type: Literal["custom"] = "custom"
     name: str
     value: Any = None
+    __keyword_hints__ = {"data": "value", "payload": "value"}
 
     if TYPE_CHECKING:
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator
 
-from ._record import Record, new_id, now
+from ._record import StoredRecord, new_id, now
 
 __all__ = [
     "ChatUsage",
@@ -65,10 +65,11 @@ class ToolResultState(enum.StrEnum):
     INTERRUPTED = "INTERRUPTED"
 
 
-class ChatUsage(Record):
+class ChatUsage(StoredRecord):
     """Token usage of one model call (or a sum of several)."""
 
     __positional__ = ("input_tokens", "output_tokens")
+    __keyword_hints__ = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens"}
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -107,7 +108,7 @@ class ChatUsage(Record):
         ) -> None: ...
 
 
-class TextBlock(Record):
+class TextBlock(StoredRecord):
     """Visible text."""
 
     __positional__ = ("text",)
@@ -119,7 +120,7 @@ class TextBlock(Record):
         def __init__(self, text: str, *, type: Literal["text"] = ...) -> None: ...
 
 
-class ThinkingBlock(Record):
+class ThinkingBlock(StoredRecord):
     """Model reasoning ("thinking") text, not part of the visible answer."""
 
     __positional__ = ("thinking",)
@@ -131,7 +132,7 @@ class ThinkingBlock(Record):
         def __init__(self, thinking: str, *, type: Literal["thinking"] = ...) -> None: ...
 
 
-class HintBlock(Record):
+class HintBlock(StoredRecord):
     """A runtime hint for the model (reminders, budget notices)."""
 
     __positional__ = ("hint",)
@@ -143,10 +144,11 @@ class HintBlock(Record):
         def __init__(self, hint: str, *, type: Literal["hint"] = ...) -> None: ...
 
 
-class DataBlock(Record):
+class DataBlock(StoredRecord):
     """Binary or remote media: base64 ``data`` or a ``url``, with its media type."""
 
     __positional__ = ("media_type", "data", "url")
+    __keyword_hints__ = {"mime_type": "media_type", "source": "data"}
     type: Literal["data"] = "data"
     media_type: str = "application/octet-stream"
     data: str | None = Field(default=None, description="Base64-encoded bytes.")
@@ -164,10 +166,11 @@ class DataBlock(Record):
         ) -> None: ...
 
 
-class ToolUseBlock(Record):
+class ToolUseBlock(StoredRecord):
     """A tool call made by the model."""
 
     __positional__ = ("id", "name", "input")
+    __keyword_hints__ = {"arguments": "input", "args": "input"}
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str
@@ -189,10 +192,11 @@ class ToolUseBlock(Record):
         ) -> None: ...
 
 
-class ToolResultBlock(Record):
+class ToolResultBlock(StoredRecord):
     """The result of one tool call, matched to it by ``id``."""
 
     __positional__ = ("id", "name", "output", "state")
+    __keyword_hints__ = {"content": "output", "result": "output", "status": "state"}
     type: Literal["tool_result"] = "tool_result"
     id: str
     name: str
@@ -226,13 +230,16 @@ ContentBlock = Annotated[
 ToolResultBlock.model_rebuild()
 
 
-class Msg(Record):
+class Msg(StoredRecord):
     """One message of a conversation.
 
     ``content`` accepts a ``str`` (stored as one :class:`TextBlock`) or a list of blocks.
     """
 
     __positional__ = ("role", "content", "name", "metadata")
+    # Read-only views of ``content`` and the reply's reason under another name.
+    __keyword_hints__ = {"tool_calls": "content", "tool_results": "content", "text": "content",
+                         "thinking": "content", "reason": "generate_reason"}
 
     role: Role
     content: list[ContentBlock] = Field(default_factory=list)

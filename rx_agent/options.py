@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ._keywords import refuse_unknown_keywords
+
 __all__ = ["GenerateOptions", "ToolChoice"]
 
 ToolChoice = str
@@ -16,6 +18,7 @@ ToolChoice = str
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
+@refuse_unknown_keywords  # GenerateOptions(maxTokens=...) names ``max_tokens``
 @dataclass(frozen=True, slots=True)
 class GenerateOptions:
     """Sampling and tool-choice options for one model call (immutable).

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from ._record import Record
+from ._record import Record, StoredRecord
 from .message import ToolUseBlock
 
 __all__ = ["ConfirmResult", "Permission", "PermissionLike", "PermissionRule", "decide"]
@@ -33,7 +33,7 @@ PermissionLike = Permission | Literal["allow", "ask", "deny"]
 """Where a permission is taken: the enum or its string value."""
 
 
-class PermissionRule(Record):
+class PermissionRule(StoredRecord):
     """A permission rule: which tool calls it matches and the decision it makes.
 
     ``pattern`` is a glob over the tool name (``"fs.*"``, ``"*"``); ``when`` is an

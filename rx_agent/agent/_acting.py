@@ -36,6 +36,7 @@ from ..middleware.types import Handler
 from ..permissions import Permission, decide
 from ..tool._execute import execute
 from ._hitl import ResumeEvent, apply_edits
+from ._permission_handler import consult
 from ._results import denied_result, emit_result_events, record_result
 from ._steps import CallScope, Interrupted
 
@@ -149,8 +150,19 @@ class Acting:
                                        reply_id)
                     continue
                 if decision is Permission.ASK:
-                    ask.append(call)
-                    continue
+                    handler = config.permission_handler
+                    verdict = None if handler is None else \
+                        await consult(handler, call, scope.ctx, state)
+                    if scope.interrupted:  # interrupt() while the handler decided
+                        return scope.close_interrupted(state)
+                    if verdict is None:  # for a human: the batch pauses
+                        ask.append(call)
+                        continue
+                    if isinstance(verdict, str):  # denied: the core writes the reason
+                        denied[call.id] = verdict
+                        run.append(call)
+                        continue
+                    call = verdict  # noqa: PLW2901 (allowed, with the arguments it approved)
             if tool is not None and tool.external:
                 external.append(call)
             else:

@@ -19,6 +19,7 @@ from ..options import GenerateOptions
 from ..permissions import PermissionRule
 from ..session import ConflictPolicy, SessionStore
 from ..tool.toolkit import Toolkit
+from ._permission_handler import PermissionHandler
 
 __all__ = ["MAX_RETRY_AFTER", "AgentConfig", "FailoverListener", "RetryPolicy"]
 
@@ -88,3 +89,5 @@ class AgentConfig:
     limit); past it the call is cancelled and the model gets an error result."""
     durable: bool = False
     """Whether the store is durable (leases, versions, checkpoints); set by the agent."""
+    permission_handler: PermissionHandler | None = None
+    """Asked about each "ask" tool call before the reply pauses for a human."""

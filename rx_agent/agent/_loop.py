@@ -211,7 +211,7 @@ class ReActLoop:
                 if structured is not None:
                     if structured.result is not None:
                         return self._structured_end(state, structured)
-                    structured.check_attempts()  # bad arguments count
+                    structured.after_batch(calls)  # bad arguments count
                 continue
             visible = msg is not None and msg.has_visible_text
             if visible and structured is not None:
@@ -253,7 +253,7 @@ class ReActLoop:
     ) -> Msg:
         """The reply's end with the validated data (``answer``: the native-mode text
         message, already stored, which becomes the final one)."""
-        final = structured.final(self.scope.config.name)
+        final = structured.final(self.scope.config.name, state.context, answer)
         if answer is not None and state.context and state.context[-1] is answer:
             state.context.pop()
         state.context.append(final)

@@ -7,7 +7,12 @@ can answer that way); a model whose ``supports_response_schema`` is true is aske
 for JSON text in that schema instead (the provider's native structured output). A
 response that does not validate goes back to the model with the errors, as the tool's
 ERROR result or a hint; after :data:`MAX_ATTEMPTS` bad answers the call fails with
-:class:`StructuredOutputError`.
+:class:`StructuredOutputError`. A bad answer is a round whose response-tool call did
+not validate or whose arguments were not a JSON object, or (tool mode) a text answer
+without the call; one round counts once.
+
+The final message keeps what the answering model call gave besides the data: its
+thinking blocks and its ``ChatUsage``.
 
 The response tool runs through ``on_acting`` like any tool (middlewares see it), but
 no permission rule applies to it: it runs nothing, it only records the answer.
@@ -16,6 +21,7 @@ no permission rule applies to it: it runs nothing, it only records the answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -23,7 +29,16 @@ from pydantic import BaseModel, ValidationError
 
 from ..context import RuntimeContext
 from ..errors import RxAgentError
-from ..message import GenerateReason, Msg, Role, TextBlock, ToolResultBlock
+from ..message import (
+    ContentBlock,
+    GenerateReason,
+    Msg,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from ..middleware.types import ModelLike
 from ..options import GenerateOptions
 from ..permissions import Permission
@@ -94,7 +109,7 @@ class ResponseTool(Tool):
         try:
             value = self.output.model.model_validate(arguments)
         except ValidationError as exc:
-            self.output.failed()
+            self.output.bad_call = True  # counted once for the round (after_batch)
             raise ToolArgumentError(
                 f"the response does not match the schema: {validation_problems(exc, '(value)')}. "
                 f"Call "
@@ -115,17 +130,28 @@ class ResponseTool(Tool):
 class StructuredOutput:
     """One call's request for structured output, and what the model answered."""
 
-    __slots__ = ("failures", "model", "native", "result", "tool")
+    __slots__ = ("bad_call", "failures", "model", "native", "result", "tool")
 
     def __init__(self, model: type[BaseModel], llm: ModelLike) -> None:
         self.model = model
         self.native = bool(getattr(llm, "supports_response_schema", False))
         self.result: BaseModel | None = None
         self.failures = 0
+        self.bad_call = False  # this round's response call did not validate
         self.tool = None if self.native else ResponseTool(self)
 
     def failed(self) -> None:
         self.failures += 1
+
+    def after_batch(self, calls: Sequence[ToolUseBlock]) -> None:
+        """After a round's tool calls ran without recording the answer: a response
+        call that did not validate, or whose arguments were not a JSON object (the
+        tool never ran), is one bad answer; too many fail the call."""
+        if self.bad_call or any(c.name == RESPONSE_TOOL and c.raw_input is not None
+                                for c in calls):
+            self.failed()
+        self.bad_call = False
+        self.check_attempts()
 
     def check_attempts(self) -> None:
         if self.failures >= MAX_ATTEMPTS:
@@ -172,13 +198,25 @@ class StructuredOutput:
         return (f"Give your final answer by calling {RESPONSE_TOOL} with arguments that "
                 "follow its schema; a plain text answer is not enough.")
 
-    def final(self, name: str) -> Msg:
+    def final(self, name: str, context: Sequence[Msg], answer: Msg | None = None) -> Msg:
         """The reply's final message: the data as JSON text, in metadata, and as
-        ``msg.structured``."""
+        ``msg.structured``, after the answering call's thinking, with its usage.
+
+        ``answer`` is the answering message (native mode: the text answer); else it is
+        the latest assistant message of ``context`` that called the response tool."""
         assert self.result is not None
+        if answer is None:
+            answer = next((m for m in reversed(context) if m.role is Role.ASSISTANT
+                           and any(c.name == RESPONSE_TOOL for c in m.tool_calls)), None)
         data = self.result.model_dump(mode="json")
-        msg = Msg.make(Role.ASSISTANT, [TextBlock(text=json.dumps(data, ensure_ascii=False))],
-                       name, generate_reason=GenerateReason.STRUCTURED_OUTPUT,
+        content: list[ContentBlock] = [
+            b for b in (answer.content if answer is not None else ())
+            if isinstance(b, ThinkingBlock)
+        ]
+        content.append(TextBlock(text=json.dumps(data, ensure_ascii=False)))
+        msg = Msg.make(Role.ASSISTANT, content, name,
+                       generate_reason=GenerateReason.STRUCTURED_OUTPUT,
+                       usage=answer.usage if answer is not None else None,
                        metadata={STRUCTURED_KEY: data})
         msg.set_structured(self.result)
         return msg

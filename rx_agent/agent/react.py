@@ -53,6 +53,7 @@ from ._config import AgentConfig, FailoverListener, RetryPolicy
 from ._durable import is_durable
 from ._extensions import enable_tasks
 from ._hitl import ResumeError
+from ._permission_handler import PermissionHandler, check_permission_handler
 from ._slots import SessionSlots
 from ._subagent import agent_tool
 
@@ -97,6 +98,7 @@ class ReActAgent(Calling):
         conflict_policy: ConflictPolicy | str = ConflictPolicy.FAIL,
         tool_timeout: float | None = None,
         plugins: Iterable[Plugin] = (),
+        permission_handler: PermissionHandler | None = None,
     ) -> None:
         check_name(name)
         check_model("model", model)
@@ -119,6 +121,8 @@ class ReActAgent(Calling):
         registered = check_middlewares(middlewares, "middlewares")
         added = tuple(check_plugins(plugins, "plugins"))
         rules = check_rules(permission_rules)
+        if permission_handler is not None:
+            check_permission_handler(permission_handler)
 
         store = session_store if session_store is not None else InMemorySessionStore()
         # Every tool source merged once (the user's toolkit is never changed); plugin
@@ -151,6 +155,7 @@ class ReActAgent(Calling):
             tool_timeout=None if tool_timeout is None
             else check_seconds("tool_timeout", tool_timeout, positive=True),
             durable=is_durable(store),
+            permission_handler=permission_handler,
         )
         self._slots = SessionSlots()
 
@@ -447,6 +452,15 @@ class ReActAgentBuilder:
     def permission_rules(self, rules: Iterable[PermissionRule]) -> ReActAgentBuilder:
         existing = list(self._kwargs.get("permission_rules", ()))
         return self._set("permission_rules", [*existing, *check_rules(rules)])
+
+    def permission_handler(self, handler: PermissionHandler | None) -> ReActAgentBuilder:
+        """``fn(call, ctx)``, asked about each "ask" tool call while the reply runs
+        (Blade's ``permissionHandler``): ``True``/``False``, ``"allow"``/``"deny"``, a
+        ``ConfirmResult``, or ``None``/``"ask"`` to pause for a human as without it.
+        See docs/hitl.md."""
+        if handler is not None:
+            check_permission_handler(handler)
+        return self._set("permission_handler", handler)
 
     def generate_options(self, options: GenerateOptions) -> ReActAgentBuilder:
         check_generate_options(options)

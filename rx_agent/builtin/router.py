@@ -7,10 +7,12 @@ the candidate's model (``ModelCallInput.model`` is swapped; the agent's own mode
 never changed). The choice is kept in ``AgentState.data`` while the reply is paused
 for a human-in-the-loop answer, so the resumed reply runs on the same model.
 
-The routing model is either a chat model (it answers through a forced ``choose_model``
-tool call whose argument is an enum of the candidate names; a plain-text answer is
-read as a fallback) or a classifier: any object with a
-``classify(text, candidates) -> name`` method, plain or ``async``.
+The routing model is a chat model (it answers through a forced ``choose_model`` tool
+call whose argument is an enum of the candidate names; a plain-text answer is read as
+a fallback), a classifier model (:class:`~rx_agent.model.classifier.ClassifierModelBase`,
+as in AgentScope Python: the candidates are one ``ChoiceQuestion`` and its most
+probable choice wins), or any object with a ``classify(text, candidates) -> name``
+method, plain or ``async``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ..middleware import (
 )
 from ..middleware.types import check_model_like
 from ..model.base import TextChunk, ToolCallChunk
+from ..model.classifier import ChoiceAnswer, ChoiceQuestion, ClassifierModelBase, RefusalAnswer
 from ..model.errors import ModelError
 from ..options import GenerateOptions
 
@@ -53,6 +56,7 @@ __all__ = [
     "CHOOSE_TOOL",
     "DEFAULT_ROUTER_INSTRUCTIONS",
     "ROUTE_EVENT",
+    "ROUTE_QUESTION",
     "ChatModelCandidate",
     "ModelRouterMiddleware",
     "RoutingClassifier",
@@ -67,6 +71,8 @@ CHOOSE_TOOL = "choose_model"
 """The tool a chat routing model is made to call."""
 ROUTE_EVENT = "model_route"
 """``CustomEvent.name`` of the event that reports each reply's routing."""
+ROUTE_QUESTION = "chat_model"
+"""The name of the choice question a classifier model is asked (AgentScope's)."""
 
 _POINTS = frozenset(
     {ExtensionPoint.ON_AGENT, ExtensionPoint.ON_MODEL_CALL, ExtensionPoint.ON_AGENT_FINISH}
@@ -114,7 +120,7 @@ class RoutingClassifier(Protocol):
 class _Route:
     """One call's routing: what ``on_agent`` saw, then the decision."""
 
-    __slots__ = ("decided", "event", "model", "resumed", "text")
+    __slots__ = ("decided", "details", "event", "model", "resumed", "text")
 
     def __init__(self, text: str | None, resumed: bool) -> None:
         self.text = text
@@ -122,6 +128,22 @@ class _Route:
         self.decided = False
         self.model: ModelLike | None = None  # None: the agent's own model
         self.event: CustomEvent | None = None
+        self.details: dict[str, Any] = {}  # a classifier's confidence and probabilities
+
+
+class _Choice:
+    """A classifier model's answer: the candidate name and what to report with it."""
+
+    __slots__ = ("details", "name")
+
+    def __init__(self, name: str, details: dict[str, Any]) -> None:
+        self.name = name
+        self.details = details
+
+
+class _NoChoice(Exception):
+    """A classifier model answered without a choice (it refused, or answered another
+    kind of question): the reply falls back, for this reason."""
 
 
 class ModelRouterMiddleware(MiddlewareBase):
@@ -140,8 +162,10 @@ class ModelRouterMiddleware(MiddlewareBase):
     model's own call is made directly: none of its events reach the reply's stream.
 
     Args:
-        classifier_model: a chat model, or an object with a ``classify`` method (see
-            :class:`RoutingClassifier`).
+        classifier_model: a chat model, a classifier model
+            (:class:`~rx_agent.model.classifier.ClassifierModelBase`; its route event
+            also carries the answer's ``confidence`` and ``probabilities``), or an
+            object with a ``classify`` method (see :class:`RoutingClassifier`).
         candidates: the models to choose from (names unique).
         instructions: what the routing model is asked (default
             :data:`DEFAULT_ROUTER_INSTRUCTIONS`).
@@ -178,10 +202,12 @@ class ModelRouterMiddleware(MiddlewareBase):
                 raise ValueError(f"candidate names must be unique: {candidate.name!r} is repeated")
             by_name[candidate.name] = candidate
         self._classify = getattr(classifier_model, "classify", None)
-        if not callable(self._classify) and not callable(getattr(classifier_model, "stream", None)):
+        self._classifier = isinstance(classifier_model, ClassifierModelBase)
+        if not (self._classifier or callable(self._classify)
+                or callable(getattr(classifier_model, "stream", None))):
             raise TypeError(
-                "classifier_model must be a ChatModel or have a classify(text, candidates) "
-                f"method, not {type(classifier_model).__name__}"
+                "classifier_model must be a ChatModel, a ClassifierModelBase or have a "
+                f"classify(text, candidates) method, not {type(classifier_model).__name__}"
             )
         if instructions is not None and (not isinstance(instructions, str)
                                          or not instructions.strip()):
@@ -200,6 +226,10 @@ class ModelRouterMiddleware(MiddlewareBase):
         # One key per instance: two routers on one agent keep separate routes.
         self._ctx_key = f"rx_agent.router.{id(self):x}"
         self._tool = _choice_tool(self.candidates)
+        self._question = ChoiceQuestion(
+            instructions=self.instructions,
+            criteria={c.name: c.description for c in self.candidates},
+        )
 
     def order(self) -> int:
         return self._order
@@ -273,12 +303,16 @@ class ModelRouterMiddleware(MiddlewareBase):
             return None, "the input has no user text"
         try:
             answer = await asyncio.wait_for(self._ask(route.text), self.timeout)
+        except _NoChoice as exc:
+            return None, str(exc)
         except TimeoutError:
             return None, f"routing timed out after {self.timeout}s"
         except Exception as exc:
             # Clients see this (the route event): a model error without its endpoint.
             why = exc.public_message if isinstance(exc, ModelError) else str(exc)
             return None, f"routing failed: {type(exc).__name__}: {why}"
+        if isinstance(answer, _Choice):
+            route.details, answer = answer.details, answer.name
         if isinstance(answer, ChatModelCandidate):
             answer = answer.name
         if not isinstance(answer, str) or answer not in self._by_name:
@@ -288,6 +322,8 @@ class ModelRouterMiddleware(MiddlewareBase):
         return answer, None
 
     async def _ask(self, text: str) -> Any:
+        if self._classifier:
+            return await self._ask_classifier(text)
         classify = self._classify
         if callable(classify):
             if inspect.iscoroutinefunction(classify):
@@ -306,6 +342,19 @@ class ModelRouterMiddleware(MiddlewareBase):
         )
         return _read_choice(chunks, self._by_name)
 
+    async def _ask_classifier(self, text: str) -> _Choice:
+        response = await self.classifier_model(text, {ROUTE_QUESTION: self._question})
+        content = getattr(response, "content", None)
+        answer = content.get(ROUTE_QUESTION) if isinstance(content, dict) else None
+        if isinstance(answer, RefusalAnswer):
+            raise _NoChoice("the classifier refused to choose")
+        if not isinstance(answer, ChoiceAnswer):
+            what = type(answer).__name__ if answer is not None else "nothing"
+            raise _NoChoice(f"the classifier answered {ROUTE_QUESTION!r} with {what}, "
+                            "not a ChoiceAnswer")
+        return _Choice(answer.choice, {"confidence": answer.confidence,
+                                       "probabilities": dict(answer.probabilities)})
+
     def _prompt(self) -> str:
         lines = [self.instructions, "", "Candidates:"]
         lines += [f"- {c.name}: {c.description}" if c.description else f"- {c.name}"
@@ -322,7 +371,7 @@ class ModelRouterMiddleware(MiddlewareBase):
         route.event = CustomEvent(
             name=ROUTE_EVENT,
             value={"candidate": name, "model": model_name, "fallback": fallback,
-                   "resumed": route.resumed},
+                   "resumed": route.resumed, **(route.details if name is not None else {})},
             source=agent.name,
         )
         state = ctx.agent_state

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+from .._keywords import refuse_unknown_keywords, unknown_keyword_error
 from .._record import install_java_names
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
 from ..message import GenerateReason, Msg, ToolUseBlock
@@ -56,6 +57,10 @@ class _WithMixin:
 
     def with_(self: _R, **changes: Any) -> _R:
         """A copy of this input with ``changes`` applied (the original is unchanged)."""
+        known: frozenset[str] = type(self).__init_keywords__  # type: ignore[attr-defined]
+        if not changes.keys() <= known:  # named here, not as the constructor's error
+            raise unknown_keyword_error(type(self), changes, known,
+                                        f"{type(self).__name__}.with_()")
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
@@ -105,6 +110,9 @@ class ActingInput(_WithMixin):
 class ModelCallInput(_WithMixin):
     """Input of ``on_model_call``: one model API call (``tools=None`` means ``()``)."""
 
+    # AgentScope Python's ``next_handler(current_model=...)`` is ``with_(model=...)``.
+    __keyword_hints__: ClassVar[dict[str, str]] = {"current_model": "model"}
+
     messages: tuple[Msg, ...]
     tools: tuple[ToolSchema, ...]
     options: GenerateOptions
@@ -148,8 +156,10 @@ class AgentFinishOutcome:
     reason: GenerateReason | None = None
 
 
-# ``input.toolCalls`` / ``getMessages()`` answer with the Python attribute.
+# ``input.toolCalls`` / ``getMessages()`` answer with the Python attribute, and
+# ``ActingInput(toolCalls=...)`` / ``with_(toolCalls=...)`` with the field it means.
 for _record in (AgentInput, ReasoningInput, ActingInput, ModelCallInput, CompressContextInput,
                 AgentFinishOutcome):
     install_java_names(_record)
+    refuse_unknown_keywords(_record)
 del _record

@@ -1,4 +1,5 @@
-"""Chat models: the interface, the offline scripted model and typed errors."""
+"""Chat models: the interface, the offline scripted model and typed errors; the
+classifier-model interface (``rx_agent.model.classifier``)."""
 
 from .base import (
     AsyncChatModel,
@@ -9,6 +10,18 @@ from .base import (
     ThinkingChunk,
     ToolCallChunk,
     UsageChunk,
+)
+from .classifier import (
+    BinaryAnswer,
+    BinaryCriteria,
+    BinaryQuestion,
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierModelBase,
+    ClassifierResponse,
+    RefusalAnswer,
+    ScoreAnswer,
+    ScoreQuestion,
 )
 from .errors import (
     ModelAuthenticationError,
@@ -25,7 +38,14 @@ from .scripted import ScriptedModel
 
 __all__ = [
     "AsyncChatModel",
+    "BinaryAnswer",
+    "BinaryCriteria",
+    "BinaryQuestion",
     "ChatModel",
+    "ChoiceAnswer",
+    "ChoiceQuestion",
+    "ClassifierModelBase",
+    "ClassifierResponse",
     "FinishChunk",
     "ModelAuthenticationError",
     "ModelChunk",
@@ -36,6 +56,9 @@ __all__ = [
     "ModelResponseError",
     "ModelServerError",
     "ModelTimeoutError",
+    "RefusalAnswer",
+    "ScoreAnswer",
+    "ScoreQuestion",
     "ScriptExhaustedError",
     "ScriptedModel",
     "TextChunk",

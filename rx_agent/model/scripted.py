@@ -48,8 +48,9 @@ class ScriptedModel(ChatModel):
 
     * a ``str``: answer with that text (one text delta);
     * a list of items: ``str`` (a text delta each), :class:`ThinkingBlock` (a thinking
-      delta), :class:`ToolUseBlock` (a tool call), or an exception instance (the stream
-      fails there, after the items before it);
+      delta), :class:`ToolUseBlock` (a tool call; its ``raw_input``, when set, is sent
+      as the argument text, to play a model whose arguments are not JSON), or an
+      exception instance (the stream fails there, after the items before it);
     * an exception instance: the call fails before its first chunk.
 
     ``delay`` seconds pass before each chunk, on the event loop (no thread is held).
@@ -134,7 +135,8 @@ class ScriptedModel(ChatModel):
                 produced += len(item.thinking)
                 yield ThinkingChunk(item.thinking)
             elif isinstance(item, ToolUseBlock):
-                args = json.dumps(item.input)
+                # raw_input: argument text that is not a JSON object, as a model may send
+                args = item.raw_input if item.raw_input is not None else json.dumps(item.input)
                 produced += len(args) + len(item.name)
                 yield ToolCallChunk(tool_index, item.id, item.name, args, done=True)
                 tool_index += 1

@@ -23,6 +23,8 @@ from rx_agent import (
     RuntimeContext,
     ScriptedModel,
     StructuredOutputError,
+    TextBlock,
+    ThinkingBlock,
     Toolkit,
     ToolResultState,
     ToolUseBlock,
@@ -219,3 +221,55 @@ def test_max_iters_without_a_response_fails_clearly() -> None:
     agent = make_agent(model, toolkit=add_toolkit(), max_iters=2)
     with pytest.raises(StructuredOutputError, match="max_iters=2"):
         agent.call_sync("w?", structured_model=Weather)
+
+
+# -- issue 23 item 8, issue 24 item 6 ---------------------------------------------------
+
+
+def test_arguments_that_are_not_json_count_as_bad_answers() -> None:
+    # The model keeps answering with arguments that are not a JSON object: each round
+    # is one bad answer, so the call fails after MAX_ATTEMPTS, not at max_iters.
+    bad = [[ToolUseBlock(f"r{i}", RESPONSE_TOOL, {}, raw_input='{"city": "Paris", celsius')]
+           for i in range(10)]
+    model = ScriptedModel(bad)
+    ctx = RuntimeContext(session_id="not-json")
+    with pytest.raises(StructuredOutputError, match=f"no valid Weather in {MAX_ATTEMPTS}"):
+        make_agent(model, max_iters=10).call_sync("weather?", ctx, structured_model=Weather)
+    assert len(model.calls) == MAX_ATTEMPTS
+    errors = tool_results(ctx.agent_state.context)
+    assert len(errors) == MAX_ATTEMPTS
+    assert all(r.state is ToolResultState.ERROR and "not a valid JSON object" in r.text
+               for r in errors)
+
+
+def test_a_round_with_two_bad_response_calls_counts_once() -> None:
+    def twice(n: int) -> list[ToolUseBlock]:
+        return [respond(f"a{n}", city="x"),
+                ToolUseBlock(f"b{n}", RESPONSE_TOOL, {}, raw_input="nope")]
+
+    # Two bad rounds (four bad calls) stay under MAX_ATTEMPTS answers.
+    model = ScriptedModel([twice(1), twice(2), [respond("r3", **GOOD)]])
+    msg = make_agent(model).call_sync("weather?", structured_model=Weather)
+    assert msg.structured == Weather(**GOOD)
+
+
+def test_the_final_message_keeps_the_answering_calls_usage_and_thinking() -> None:
+    # AgentScope Java keeps the answering model call's ChatUsage and its thinking on
+    # the structured result.
+    model = ScriptedModel([[ThinkingBlock("Paris is mild in June."), respond(**GOOD)]])
+    ctx = RuntimeContext(session_id="usage")
+    msg = make_agent(model).call_sync("weather?", ctx, structured_model=Weather)
+    answering = ctx.agent_state.context[1]
+    assert answering.tool_calls and answering.usage is not None
+    assert msg.usage == answering.usage and msg.usage.output_tokens > 0
+    assert [type(b) for b in msg.content] == [ThinkingBlock, TextBlock]
+    assert msg.thinking == "Paris is mild in June."
+    assert json.loads(msg.text) == GOOD
+    assert ctx.agent_state.context[-1] is msg
+
+
+def test_native_mode_keeps_the_answers_usage_and_thinking() -> None:
+    model = NativeModel([[ThinkingBlock("JSON it is."), json.dumps(GOOD)]])
+    msg = make_agent(model).call_sync("w?", structured_model=Weather)
+    assert msg.usage is not None and msg.usage.output_tokens > 0
+    assert msg.thinking == "JSON it is." and json.loads(msg.text) == GOOD

@@ -96,7 +96,8 @@ def test_bad_candidate_fields_and_routing_models_are_refused() -> None:
         ChatModelCandidate(" ", fast)
     with pytest.raises(TypeError, match="must be a ChatModel"):
         ChatModelCandidate("x", "gpt-4o")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="classifier_model must be a ChatModel or have a classify"):
+    with pytest.raises(TypeError, match="classifier_model must be a ChatModel, a "
+                       "ClassifierModelBase or have a classify"):
         ModelRouterMiddleware(object(), [ChatModelCandidate("fast", fast)])
     with pytest.raises(ValueError, match="timeout must be > 0"):
         ModelRouterMiddleware(ScriptedModel([]), [ChatModelCandidate("fast", fast)], timeout=0)

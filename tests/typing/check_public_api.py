@@ -3,6 +3,7 @@ under ``mypy --strict``, positional constructors included."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from reactivex import Observable
@@ -31,7 +32,17 @@ from rx_agent import (
     UserConfirmResultEvent,
     tool,
 )
+from rx_agent.builtin.router import ChatModelCandidate, ModelRouterMiddleware
 from rx_agent.middleware import Agent
+from rx_agent.model.classifier import (
+    BinaryQuestion,
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierModelBase,
+    ClassifierResponse,
+    ClassifierState,
+    ScoreQuestion,
+)
 
 text = TextBlock("hi")
 call = ToolUseBlock("c1", "weather", {"city": "Paris"})
@@ -77,3 +88,32 @@ agent = (
 )
 final: Msg = agent.call_sync("hi", RuntimeContext(session_id="s"))
 events: Observable[AgentEvent] = agent.stream([msg])
+
+
+# A permission handler (plain or async) answers with a bool, a str, a ConfirmResult or None.
+def approve(call: ToolUseBlock, ctx: RuntimeContext) -> bool | None:
+    return True if call.name == "weather" else None
+
+
+async def approve_async(call: ToolUseBlock, ctx: RuntimeContext) -> ConfirmResult:
+    return ConfirmResult(call, False, reason="no")
+
+
+guarded = ReActAgent(name="guarded", model=ScriptedModel(["ok"]), permission_handler=approve)
+guarded2 = ReActAgent.builder().name("g").model(ScriptedModel(["ok"])) \
+    .permission_handler(approve_async).build()
+
+
+# AgentScope Python's classifier models route a ModelRouterMiddleware.
+class Classifier(ClassifierModelBase):
+    async def __call__(
+        self,
+        state: ClassifierState,
+        questions: Mapping[str, BinaryQuestion | ChoiceQuestion | ScoreQuestion],
+        **kwargs: Any,
+    ) -> ClassifierResponse:
+        answer = ChoiceAnswer(choice="fast", confidence=0.9, probabilities={"fast": 0.9})
+        return ClassifierResponse(model=self.model, content={"chat_model": answer})
+
+
+routed = ModelRouterMiddleware(Classifier("c"), [ChatModelCandidate("fast", ScriptedModel([]))])
