@@ -26,6 +26,7 @@ from ..message import GenerateReason, HintBlock, Msg, Role, TextBlock, ToolUseBl
 from ..middleware.base import ExtensionPoint
 from ..middleware.inputs import AgentInput, CompressContextInput, ModelCallInput, ReasoningInput
 from ..middleware.types import Handler
+from ..tool._caller import CallerTools
 from ._acting import Acting
 from ._blocks import MessageAccumulator
 from ._compress import replace_context
@@ -152,6 +153,9 @@ class ReActLoop:
             scope.toolkit = structured.toolkit(config.toolkit)
             scope.response_tool = structured.tool
             options = structured.options(options)
+        caller = scope.ctx.get(CallerTools)
+        if caller is not None:  # the caller's own tools (a protocol client's) join too
+            scope.toolkit = caller.overlay(scope.toolkit)
         tools = tuple(scope.toolkit.schemas())
         if resume is not None:
             ended = await self._after_acting(state, await self.acting.resume(state, resume))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -67,6 +68,22 @@ def _authenticator(
                     f"(token -> user id or None), not {type(auth).__name__}")
 
 
+def _protocol(name: str, package: str, *, required: bool) -> Any:
+    """The module of a protocol's routes, or ``None`` when its extra is missing (an
+    ``ImportError`` naming the extra when ``required``)."""
+    try:
+        return importlib.import_module(f"rx_agent.serve._{name}")
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != package:
+            raise
+        if required:
+            raise ImportError(f"{name}=True needs the {name} extra ({exc.name} is missing): "
+                              f"pip install 'rx-agent[{name}]'") from exc
+        logging.getLogger("rx_agent.serve").debug(
+            "%s routes are off: the %s extra is not installed", name, name)
+        return None
+
+
 def create_app(
     agent_or_factory: ReActAgent | AgentFactory,
     session_store: SessionStore | None = None,
@@ -76,6 +93,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     tracer_provider: Any = None,
     console: bool = True,
+    agui: bool | None = None,
 ) -> Starlette:
     """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
 
@@ -95,6 +113,8 @@ def create_app(
         tracer_provider: an OpenTelemetry SDK ``TracerProvider`` whose spans the
             console shows per run (default: the global one, when it is an SDK one).
         console: serve the web console at ``/console``.
+        agui: serve AG-UI at ``POST /v1/agui`` (docs/protocols.md). ``None``: when the
+            ``agui`` extra is installed; ``True``: required (``ImportError`` without it).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
@@ -105,8 +125,17 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "agent": agent.name})
 
+    protocols: list[Route] = []
+    paths: dict[str, Any] = {}
+    if agui is not False:
+        found = _protocol("agui", "ag_ui", required=agui is True)
+        if found is not None:
+            protocols += found.routes(service)
+            paths.update(found.openapi_paths())
+    document = openapi(paths)
+
     async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi())
+        return JSONResponse(document)
 
     async def console_page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
@@ -132,6 +161,7 @@ def create_app(
         Route(session + "/external-results", service.post_external, methods=["POST"]),
         Route(session + "/interrupt", service.interrupt, methods=["POST"]),
         Route(session + "/runs/{run_id}", service.get_run, methods=["GET"]),
+        *protocols,
     ]
     if console:
         routes += [

@@ -109,6 +109,8 @@ class Call:
     first: list[tuple[int, Any]]
     result: Any = None
     finished: bool = False
+    ctx: RuntimeContext | None = None
+    """The call's context (its ``agent_state`` is the live session state once bound)."""
 
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
@@ -147,11 +149,14 @@ class CallRunner:
     def context(self, key: SessionKey, user_id: str | None) -> RuntimeContext:
         return RuntimeContext(session_id=key.session_id, user_id=user_id)
 
-    async def start(self, key: SessionKey, user_id: str | None, inp: Any, kind: str) -> Call:
+    async def start(self, key: SessionKey, user_id: str | None, inp: Any, kind: str, *,
+                    ctx: RuntimeContext | None = None) -> Call:
         """Start the call and wait for its first signal; raise the HTTP answer if the
-        call fails before producing an event."""
+        call fails before producing an event. ``ctx``: the call's context when the
+        route puts attributes in it (made from ``key`` otherwise)."""
         started = time.monotonic()
-        ctx = self.context(key, user_id)
+        if ctx is None:
+            ctx = self.context(key, user_id)
         agent = self.agent
         hold = await self.guard.enter(key, ctx.run_id, lambda: agent.interrupt(ctx))
         record = self.runs.start(ctx.run_id, key, kind)
@@ -159,7 +164,7 @@ class CallRunner:
         call: Call | None = None
         try:
             pump = EventPump(agent, inp, ctx)
-            call = Call(self, pump, record, hold, kind, started, [])
+            call = Call(self, pump, record, hold, kind, started, [], ctx=ctx)
             # A call that fails early (a rejected resume, a busy lease, a model that is
             # down) fails right after its AgentStartEvent: wait for the signal after it.
             while True:
