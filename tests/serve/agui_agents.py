@@ -5,7 +5,8 @@
 * "refund N": calls ``refund``, which asks for approval;
 * "plan": writes a two-task list with ``todo_write``;
 * "think": streams thinking before its answer; "slow": 60 words, 50 ms apart;
-* anything else: ``echo <n>: <text>`` (``n``: the messages the model saw).
+* anything else: ``echo <n>: <text>`` (``n``: the messages the model saw, its system
+  prompt included).
 
 Nothing here imports pytest.
 """
@@ -93,6 +94,9 @@ class RuleModel(AsyncChatModel):
         elif text.startswith("think"):
             chunks += [ThinkingChunk("Hmm, "), ThinkingChunk("let me see."),
                        TextChunk("Thought about it.")]
+        elif text.startswith("fail"):
+            yield TextChunk("partial")
+            raise RuntimeError("the model broke at /srv/secret/path")
         elif text.startswith("slow"):
             for i in range(60):
                 yield TextChunk(f"w{i} ")
