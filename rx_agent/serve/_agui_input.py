@@ -288,8 +288,9 @@ def plan_input(run: RunAgentInput, state: AgentState | None) -> AgentInputs:
             raise HTTPError(409, "not_paused", f"thread {run.thread_id!r} has no pending "
                             "approval to resume")
         if new:
-            raise _bad("a run that resumes an interrupt cannot add messages; send them in "
-                       "the next run")
+            raise _bad(f"a run that resumes an interrupt cannot add messages (messages"
+                       f"[{new[0][0]}] follows the last assistant message; a client's history "
+                       "keeps the assistant's tool calls); send new ones in the next run")
         return _confirm(list(resume), pending, legacy)
     if tools:
         if pending is None or pending.kind != "external":
@@ -298,8 +299,8 @@ def plan_input(run: RunAgentInput, state: AgentState | None) -> AgentInputs:
                             f"(messages[{tools[0][0]}] is a tool message after the last "
                             "assistant message)")
         if said:
-            raise _bad("a run that answers tool calls cannot add new messages as well; send "
-                       "them in the next run")
+            raise _bad(f"a run that answers tool calls cannot add new messages as well "
+                       f"(messages[{said[0][0]}]); send them in the next run")
         return _external(tools, pending)
     if said:
         return [Msg(Role.USER if isinstance(m, UserMessage) else Role.SYSTEM,

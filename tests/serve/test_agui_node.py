@@ -119,6 +119,7 @@ def test_the_official_client_consumes_tool_rounds_and_an_interrupt(
     assert approval["outcome"] == "interrupt"
     assert [i["reason"] for i in approval["interrupts"]] == ["tool_approval"]
     assert approved["outcome"] == "success" and out["pendingInterrupts"] == []
+    assert planned["events"].count("STATE_SNAPSHOT") == 3  # start, the new tasks, end
 
     # The client's own history, built from our events alone.
     said = [(m["role"], m.get("content")) for m in out["messages"]
