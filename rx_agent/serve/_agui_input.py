@@ -118,6 +118,14 @@ def _blocks(content: Any, where: str) -> list[ContentBlock]:
     return out
 
 
+def _said(msg: Any, where: str) -> Msg:
+    """A user, system or developer message; it must say something."""
+    blocks = _blocks(msg.content, where)
+    if not blocks:
+        raise _bad(f"{where} ({msg.role}) has no content")
+    return Msg(Role.USER if isinstance(msg, UserMessage) else Role.SYSTEM, blocks)
+
+
 def _default_type(kind: str) -> str:
     return {"image": "image/*", "audio": "audio/*", "video": "video/*"}.get(
         kind, "application/octet-stream")
@@ -152,10 +160,8 @@ def _history(messages: Sequence[Any]) -> list[Msg]:
     open_calls: dict[str, str] = {}  # id -> name, waiting for a tool message
     for i, msg in enumerate(messages):
         where = f"messages[{i}]"
-        if isinstance(msg, UserMessage):
-            out.append(Msg(Role.USER, _blocks(msg.content, where)))
-        elif isinstance(msg, (SystemMessage, DeveloperMessage)):
-            out.append(Msg(Role.SYSTEM, _blocks(msg.content, where)))
+        if isinstance(msg, (UserMessage, SystemMessage, DeveloperMessage)):
+            out.append(_said(msg, where))
         elif isinstance(msg, AssistantMessage):
             blocks: list[ContentBlock] = _blocks(msg.content or "", where)
             for call in msg.tool_calls or ():
@@ -303,6 +309,5 @@ def plan_input(run: RunAgentInput, state: AgentState | None) -> AgentInputs:
                        f"(messages[{said[0][0]}]); send them in the next run")
         return _external(tools, pending)
     if said:
-        return [Msg(Role.USER if isinstance(m, UserMessage) else Role.SYSTEM,
-                    _blocks(m.content, f"messages[{i}]")) for i, m in said]
+        return [_said(m, f"messages[{i}]") for i, m in said]
     return None

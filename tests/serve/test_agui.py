@@ -354,6 +354,8 @@ def test_a_new_thread_takes_the_request_history_and_a_stored_one_only_the_new_me
      "runId must be 1 to 256 characters"),
     ('{"threadId": "t1", "runId": "r", "messages": []}', 400, "bad_run_input",
      "messages holds nothing to run on: a new thread needs a user message"),
+    ('{"threadId": "t1", "runId": "r", "messages": [{"id": "m", "role": "user", '
+     '"content": ""}]}', 400, "bad_run_input", "messages[0] (user) has no content"),
     ('{"threadId": "t1", "runId": "r", "messages": [{"id": "m", "role": "user", "content": '
      '[{"type": "image", "source": {"type": "file", "value": "file-1"}}]}]}', 400,
      "bad_run_input", "messages[0].content[0]: a image part with a file source"),
