@@ -8,13 +8,23 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from rx_agent import InMemorySessionStore, ReActAgent, SessionKey
+from rx_agent import (
+    InMemorySessionStore,
+    ReActAgent,
+    RuntimeContext,
+    ScriptedModel,
+    SessionKey,
+    Toolkit,
+    ToolUseBlock,
+    tool,
+)
 from rx_agent.serve import create_app
 
 from .agui_agents import RuleModel, build
@@ -476,3 +486,34 @@ def test_the_route_is_in_openapi_and_can_be_switched_off(live: Any, monkeypatch:
     assert "/v1/agui" not in httpx.get(quiet.url + "/openapi.json").json()["paths"]
     with pytest.raises(ImportError, match=r"pip install 'rx-agent\[agui\]'"):
         create_app(build, InMemorySessionStore(), agui=True)
+
+
+def test_rx_agent_serve_no_agui_switches_the_route_off(monkeypatch: Any) -> None:
+    from rx_agent.cli import main
+    from rx_agent.serve import _cli
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent))
+    seen: list[Any] = []
+    monkeypatch.setattr(_cli, "run", lambda config, no_auth=False: seen.append(config))
+    assert main(["serve", "serve.agui_agents:build"]) == 0
+    assert main(["serve", "serve.agui_agents:build", "--no-agui"]) == 0
+    assert [c.agui for c in seen] == [None, False]
+    routes = [{getattr(r, "path", "") for r in _cli.build_app(c).routes} for c in seen]
+    assert "/v1/agui" in routes[0] and "/v1/agui" not in routes[1]
+
+
+def test_tools_and_middleware_read_the_run_input_from_the_context(live: Any) -> None:
+    @tool
+    def theme(ctx: RuntimeContext) -> str:
+        """The front end's theme."""
+        run = ctx.get(ag_ui.RunAgentInput)
+        assert run is not None
+        return f"{run.forwarded_props['theme']} / {run.state['page']} / {run.context[0].value}"
+
+    model = ScriptedModel([[ToolUseBlock("c1", "theme", {})], "done"])
+    agent = ReActAgent(name="a", model=model, toolkit=Toolkit([theme]))
+    events = Client(live(create_app(agent)).url).run(
+        "t1", [user("which theme?")], forwardedProps={"theme": "dark"},
+        state={"page": "/cart"}, context=[{"description": "locale", "value": "en-GB"}])
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert result["content"] == "dark / /cart / en-GB"
