@@ -22,7 +22,14 @@ from starlette.types import Receive, Scope, Send
 from ..context import AgentState
 from ..session import ANONYMOUS_USER, SessionKey
 from ..tool import CallerTools
-from ._agui_events import PROTOCOL_VERSION, Translator, frame, interrupt, snapshot
+from ._agui_events import (
+    PROTOCOL_VERSION,
+    Translator,
+    frame,
+    interrupt,
+    messages_snapshot,
+    snapshot,
+)
 from ._agui_input import caller_tools, plan_input, read_run_input
 from ._body import read_json
 from ._calls import _ERROR, _NEXT, Call, CallResponse
@@ -95,7 +102,8 @@ class _Started(Response):
 
 
 def _state_only(run: RunAgentInput, state: AgentState | None) -> Response:
-    """A run with nothing new: the thread's state, and its pause as the outcome."""
+    """A run with nothing new: the thread's messages and state, and its pause as the
+    outcome (a reloaded front end catches up)."""
     finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": run.thread_id,
                                 "runId": run.run_id}
     pending = state.pending if state is not None else None
@@ -107,7 +115,8 @@ def _state_only(run: RunAgentInput, state: AgentState | None) -> Response:
                                "pendingToolCallIds": [c.id for c in pending.tool_calls]}
     events = [{"type": "RUN_STARTED", "threadId": run.thread_id, "runId": run.run_id,
                "protocolVersion": PROTOCOL_VERSION},
-              snapshot(run.thread_id, state, running=False), finished]
+              messages_snapshot(state), snapshot(run.thread_id, state, running=False),
+              finished]
     return Response(b"".join(frame(e) for e in events), headers={
         k.decode(): v.decode() for k, v in _HEADERS})
 

@@ -44,9 +44,17 @@ from ..event import (
     ToolResultStartEvent,
     ToolResultTextDeltaEvent,
 )
-from ..message import DataBlock, GenerateReason, ToolResultState, ToolUseBlock
+from ..message import DataBlock, GenerateReason, Role, TextBlock, ToolResultState, ToolUseBlock
 
-__all__ = ["APPROVAL_SCHEMA", "PROTOCOL_VERSION", "Translator", "frame", "interrupt", "snapshot"]
+__all__ = [
+    "APPROVAL_SCHEMA",
+    "PROTOCOL_VERSION",
+    "Translator",
+    "frame",
+    "interrupt",
+    "messages_snapshot",
+    "snapshot",
+]
 
 PROTOCOL_VERSION = "1.0"
 """The AG-UI version these events follow (``RUN_STARTED.protocolVersion``)."""
@@ -104,6 +112,49 @@ def interrupt(reply_id: str, calls: list[ToolUseBlock]) -> dict[str, Any]:
     if len(calls) == 1:
         found["toolCallId"] = calls[0].id
     return found
+
+
+def _content(blocks: list[Any]) -> str | list[dict[str, Any]]:
+    """Text, or parts when there is media (hints and thinking are the agent's own)."""
+    kept = [b for b in blocks if isinstance(b, (TextBlock, DataBlock))]
+    if all(isinstance(b, TextBlock) for b in kept):
+        return "".join(b.text for b in kept if isinstance(b, TextBlock))
+    return [{"type": "text", "text": b.text} if isinstance(b, TextBlock) else _media_part(b)
+            for b in kept]
+
+
+def messages_snapshot(state: AgentState | None) -> dict[str, Any]:
+    """``MESSAGES_SNAPSHOT``: the stored conversation as AG-UI messages (our ids)."""
+    out: list[dict[str, Any]] = []
+    for msg in state.context if state is not None else ():
+        if msg.role is Role.TOOL:
+            for i, result in enumerate(msg.tool_results):
+                output = result.output if isinstance(result.output, str) else \
+                    _content(list(result.output))
+                entry: dict[str, Any] = {"id": msg.id if i == 0 else f"{msg.id}-{i}",
+                                         "role": "tool", "toolCallId": result.id,
+                                         "content": output}
+                if result.state is ToolResultState.ERROR:
+                    entry["error"] = result.text or "the tool failed"
+                out.append(entry)
+            continue
+        content = _content(msg.content)
+        if msg.role is Role.ASSISTANT:
+            entry = {"id": msg.id, "role": "assistant"}
+            if content:
+                entry["content"] = content if isinstance(content, str) else msg.text
+            calls = msg.tool_calls
+            if calls:
+                entry["toolCalls"] = [{"id": c.id, "type": "function", "function": {
+                    "name": c.name, "arguments": c.raw_input if c.raw_input is not None
+                    else json.dumps(c.input, ensure_ascii=False)}} for c in calls]
+            if len(entry) > 2:
+                out.append(entry)
+        elif content:
+            role = "user" if msg.role is Role.USER else "system"
+            out.append({"id": msg.id, "role": role, "content": content if role == "user"
+                        or isinstance(content, str) else msg.text})
+    return {"type": "MESSAGES_SNAPSHOT", "messages": out}
 
 
 def _media_part(block: DataBlock) -> dict[str, Any]:

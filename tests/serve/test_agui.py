@@ -239,10 +239,18 @@ def test_an_approval_pause_is_an_interrupt_and_resume_approves_it(server: Any) -
                                     "arguments": {"order": "42"}}]}}
     assert interrupt["responseSchema"]["required"] == ["approved"]
 
-    # A run with nothing new reports the same pause (a reloaded page learns of it).
+    # A run with nothing new reports the thread and the same pause (a reloaded page
+    # catches up).
     again = client.run("t1", [user("refund 42"), ASSISTANT])
-    assert types(again) == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert types(again) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT",
+                            "RUN_FINISHED"]
     assert again[-1]["outcome"]["interrupts"] == [interrupt]
+    stored = again[1]["messages"]
+    assert [(m["role"], m.get("content")) for m in stored] == [("user", "refund 42"),
+                                                               ("assistant", None)]
+    assert stored[1]["toolCalls"] == [{"id": start["toolCallId"], "type": "function",
+                                       "function": {"name": "refund",
+                                                    "arguments": '{"order": "42"}'}}]
 
     events = client.run("t1", [user("refund 42"), ASSISTANT], resume=[{
         "interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}])

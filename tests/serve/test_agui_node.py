@@ -68,8 +68,14 @@ await run({ resume: answers });
 agent.addMessage({ id: "u4", role: "user", content: "plan" });
 await run();
 
+// A reloaded page: a new client on the same thread, with no messages of its own.
+const reloaded = new HttpAgent({ url, headers: { Authorization: `Bearer ${token}` },
+                                 threadId: "node-thread" });
+await reloaded.runAgent({ tools });
+
 console.log(JSON.stringify({ runs, messages: agent.messages, state: agent.state,
-                             pendingInterrupts: agent.pendingInterrupts }));
+                             pendingInterrupts: agent.pendingInterrupts,
+                             reloaded: reloaded.messages, reloadedState: reloaded.state }));
 """
 
 
@@ -138,6 +144,13 @@ def test_the_official_client_consumes_tool_rounds_and_an_interrupt(
     assert first["content"] == "Let me check."
     assert [c["function"]["name"] for c in first["toolCalls"]] == ["get_weather"]
     assert json.loads(first["toolCalls"][0]["function"]["arguments"]) == {"city": "Paris"}
+    # A reloaded client gets the thread from the server: the same conversation.
+    def talk(messages: list[dict[str, Any]]) -> list[Any]:
+        return [(m["role"], m.get("content"),
+                 [c["function"]["name"] for c in m.get("toolCalls") or []]) for m in messages]
+
+    assert talk(out["reloaded"]) == talk(out["messages"])
+    assert out["reloadedState"] == out["state"]
     # The state the client holds is the last snapshot: the task list the agent wrote.
     assert out["state"] == {"sessionId": "node-thread", "status": "idle", "pending": None,
                             "tasks": [{"content": "Pack", "status": "in_progress"},
