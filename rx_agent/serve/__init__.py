@@ -9,7 +9,8 @@ session (409 or queue), ``_auth`` maps bearer tokens to user ids, ``_body`` read
 checks request bodies, ``_errors`` turns every failure into a JSON answer, ``_runs``
 remembers recent calls (replay, the console's timeline), ``_metrics`` counts for
 Prometheus, ``_spans`` feeds OpenTelemetry spans to the console, ``_openapi``
-describes the endpoints, ``_cli`` is the command.
+describes the endpoints, ``_cli`` is the command. ``_agui`` serves AG-UI (the ``agui``
+extra; ``_agui_input`` reads a ``RunAgentInput``, ``_agui_events`` writes the events).
 """
 
 from __future__ import annotations

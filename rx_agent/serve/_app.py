@@ -78,7 +78,8 @@ def _protocol(name: str, package: str, *, required: bool) -> Any:
             raise
         if required:
             raise ImportError(f"{name}=True needs the {name} extra ({exc.name} is missing): "
-                              f"pip install 'rx-agent[{name}]'") from exc
+                              f"pip install 'rx-agent[{name}]' (from a checkout: pip install -e "
+                              f"'.[{name}]')") from exc
         logging.getLogger("rx_agent.serve").debug(
             "%s routes are off: the %s extra is not installed", name, name)
         return None
