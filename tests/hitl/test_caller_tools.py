@@ -85,3 +85,15 @@ def test_bad_caller_tools_are_refused_with_the_reason() -> None:
     with pytest.raises(ValueError, match="have the name of one of the agent's own tools"):
         clash.overlay(Toolkit([clock]))
     assert CallerTool("x").parameters == {"type": "object", "properties": {}}
+
+
+def test_a_sub_agent_does_not_get_the_callers_tools() -> None:
+    inner_model = ScriptedModel(["inner answer"])
+    inner = ReActAgent(name="inner", model=inner_model)
+    outer_model = ScriptedModel([[ToolUseBlock("c1", "inner", {"task": "help"})], "done"])
+    outer = ReActAgent(name="outer", model=outer_model,
+                       toolkit=Toolkit([inner.as_tool(name="inner", description="Helps")]))
+    ctx = RuntimeContext(session_id="s", attributes={CallerTools: CallerTools([SCHEMA])})
+    assert outer.call_sync("go", ctx).text == "done"
+    assert "pick_date" in [t["name"] for t in outer_model.calls[0].tools]
+    assert [t["name"] for t in inner_model.calls[0].tools] == []
