@@ -36,6 +36,7 @@ NAMES = [
     "continue_once",
     "serve_app",
     "openai_client",
+    "agui_client",
     "support_desk",
     "mcp_tools",
 ]
@@ -295,6 +296,21 @@ def test_snippet_sources_exist(page: str, path: str, section: str | None) -> Non
         end = f"--8<-- [end:{section}]"
         assert start in text and end in text, f"{page}: {path} has no section {section!r}"
         assert text.index(start) < text.index(end)
+
+
+def test_agui_client(runs: dict[str, Run]) -> None:
+    assert ok(runs, "agui_client").lines == [
+        "run 1: RUN_STARTED STATE_SNAPSHOT TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END "
+        "TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END "
+        "STATE_SNAPSHOT RUN_FINISHED",
+        "  tool: sunny and 21 °C in Paris",
+        "  text: Sunny and 21 °C in Paris.",
+        "run 2: the agent calls the front end's pick_city; pending: ['call-5']",
+        "run 3: text: Rome.",
+        'run 4: interrupt (tool_approval): Approve this tool call: refund({"order": "1234"})',
+        "run 5: text: Order 1234 refunded.",
+        'state: {"sessionId": "thread-1", "status": "idle", "tasks": [], "pending": null}',
+    ]
 
 
 def test_serve_app(runs: dict[str, Run]) -> None:

@@ -32,6 +32,7 @@ from ..message import GenerateReason, Msg, Role, ToolResultBlock, ToolResultStat
 from ..middleware._plan import ExecutionPlan
 from ..middleware.base import ExtensionPoint, MiddlewareBase
 from ..tool._call import current_tool_call
+from ..tool._caller import CallerTools
 from ..tool.toolkit import Tool
 from ._config import AgentConfig
 
@@ -55,6 +56,8 @@ INHERITED_POINTS = frozenset({ExtensionPoint.ON_MODEL_CALL, ExtensionPoint.ON_AC
 
 _PAUSED = {GenerateReason.PERMISSION_ASKING, GenerateReason.TOOL_SUSPENDED}
 _DERIVED_KEPT = 16
+
+_NO_CALLER_TOOLS = CallerTools(())
 
 
 def agent_tool(
@@ -91,6 +94,9 @@ def agent_tool(
         ctx = RuntimeContext(session_id=f"{parent_session}/{tool_name}/{call_id}",
                              user_id=parent_ctx.user_id if parent_ctx else None)
         ctx = ctx._with_fallback(parent_ctx)
+        # The caller's own tools (a front end's) are the outer call's: the sub-agent
+        # cannot hand a call to them back to the caller.
+        ctx.put(CallerTools, _NO_CALLER_TOOLS)
         parent_plan = getattr(owner.agent, "plan", None) if owner is not None else None
         sub = runner(parent_plan if isinstance(parent_plan, ExecutionPlan) else None)
         result = await _reply(sub, ctx, Msg(role=Role.USER, content=task), handle)

@@ -11,7 +11,8 @@ remembers recent calls (replay, the console's timeline), ``_metrics`` counts for
 Prometheus, ``_spans`` feeds OpenTelemetry spans to the console, ``_openapi``
 describes the endpoints, ``_cli`` is the command. ``_openai_api`` (with
 ``_openai_request``, ``_openai_chunks``, ``_openai_responses``, ``_openai_input``)
-serves the OpenAI-compatible routes.
+serves the OpenAI-compatible routes; ``_agui`` serves AG-UI (the ``agui`` extra;
+``_agui_input`` reads a ``RunAgentInput``, ``_agui_events`` writes the events).
 """
 
 from __future__ import annotations

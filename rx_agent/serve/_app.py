@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -71,6 +72,23 @@ def _authenticator(
                     f"(token -> user id or None), not {type(auth).__name__}")
 
 
+def _protocol(name: str, package: str, *, required: bool) -> Any:
+    """The module of a protocol's routes, or ``None`` when its extra is missing (an
+    ``ImportError`` naming the extra when ``required``)."""
+    try:
+        return importlib.import_module(f"rx_agent.serve._{name}")
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != package:
+            raise
+        if required:
+            raise ImportError(f"{name}=True needs the {name} extra ({exc.name} is missing): "
+                              f"pip install 'rx-agent[{name}]' (from a checkout: pip install -e "
+                              f"'.[{name}]')") from exc
+        logging.getLogger("rx_agent.serve").debug(
+            "%s routes are off: the %s extra is not installed", name, name)
+        return None
+
+
 def create_app(
     agent_or_factory: ReActAgent | AgentFactory,
     session_store: SessionStore | None = None,
@@ -81,6 +99,7 @@ def create_app(
     tracer_provider: Any = None,
     console: bool = True,
     openai: bool = True,
+    agui: bool | None = None,
 ) -> Starlette:
     """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
 
@@ -102,6 +121,8 @@ def create_app(
         console: serve the web console at ``/console``.
         openai: serve the OpenAI-compatible routes (``/v1/chat/completions``,
             ``/v1/responses``, ``/v1/models``; docs/protocols.md).
+        agui: serve AG-UI at ``POST /v1/agui`` (docs/protocols.md). ``None``: when the
+            ``agui`` extra is installed; ``True``: required (``ImportError`` without it).
 
     A call that fails answers ``500`` (or an SSE ``error`` event) naming only the
     exception's type; its traceback, with the session and run id, is logged at
@@ -119,9 +140,17 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "agent": agent.name})
 
-    document = openapi()
+    protocols: list[Route] = []
+    paths: dict[str, Any] = {}
     if openai:
-        document["paths"].update(openai_paths())
+        protocols += openai_routes(service)
+        paths.update(openai_paths())
+    if agui is not False:
+        found = _protocol("agui", "ag_ui", required=agui is True)
+        if found is not None:
+            protocols += found.routes(service)
+            paths.update(found.openapi_paths())
+    document = openapi(paths)
 
     async def openapi_json(request: Request) -> Response:
         return JSONResponse(document)
@@ -150,9 +179,8 @@ def create_app(
         Route(session + "/external-results", service.post_external, methods=["POST"]),
         Route(session + "/interrupt", service.interrupt, methods=["POST"]),
         Route(session + "/runs/{run_id}", service.get_run, methods=["GET"]),
+        *protocols,
     ]
-    if openai:
-        routes += openai_routes(service)
     if console:
         routes += [
             Route("/", to_console, methods=["GET"]),

@@ -16,7 +16,6 @@ import contextlib
 import json
 import time
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +109,8 @@ class Call:
     first: list[tuple[int, Any]]
     result: Any = None
     finished: bool = False
+    ctx: RuntimeContext | None = None
+    """The call's context (its ``agent_state`` is the live session state once bound)."""
 
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
@@ -146,14 +147,13 @@ class CallRunner:
         return RuntimeContext(session_id=key.session_id, user_id=user_id)
 
     async def start(self, key: SessionKey, user_id: str | None, inp: Any, kind: str, *,
-                    attributes: Mapping[str | type[Any], Any] | None = None) -> Call:
+                    ctx: RuntimeContext | None = None) -> Call:
         """Start the call and wait for its first signal; raise the HTTP answer if the
-        call fails before producing an event. ``attributes`` go into the call's context
-        (a protocol route's ``CallerTools``, say)."""
+        call fails before producing an event. ``ctx``: the call's context when the
+        route puts attributes in it (made from ``key`` otherwise)."""
         started = time.monotonic()
-        ctx = self.context(key, user_id)
-        for name, value in (attributes or {}).items():
-            ctx.put(name, value)
+        if ctx is None:
+            ctx = self.context(key, user_id)
         agent = self.agent
         hold = await self.guard.enter(key, ctx.run_id, lambda: agent.interrupt(ctx))
         record = self.runs.start(ctx.run_id, key, kind)
@@ -161,7 +161,7 @@ class CallRunner:
         call: Call | None = None
         try:
             pump = EventPump(agent, inp, ctx)
-            call = Call(self, pump, record, hold, kind, started, [])
+            call = Call(self, pump, record, hold, kind, started, [], ctx=ctx)
             # A call that fails early (a rejected resume, a busy lease, a model that is
             # down) fails right after its AgentStartEvent: wait for the signal after it.
             while True:

@@ -54,6 +54,7 @@ class ServeConfig:
     max_body: int = DEFAULT_MAX_BODY
     log_level: str = "info"
     openai: bool = True
+    agui: bool | None = None
 
 
 def _open_store(url: str | None) -> SessionStore:
@@ -93,7 +94,7 @@ def build_app(config: ServeConfig) -> Starlette:
     install_global_provider()  # after the user's module: its own provider wins
     try:
         app = create_app(target, store, auth=config.tokens, queue=config.queue,
-                         max_body=config.max_body, openai=config.openai)
+                         max_body=config.max_body, openai=config.openai, agui=config.agui)
     except (TypeError, ValueError) as exc:
         raise ServeError(str(exc)) from exc
     service = app.state.service

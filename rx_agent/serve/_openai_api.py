@@ -142,11 +142,11 @@ class OpenAIRoutes:
         else:
             key, inp = await self._stateless(owner, req)
             fresh = inp is req.messages
-        attributes: dict[str | type[Any], Any] = {}
+        ctx = service.calls.context(key, user)
         if req.tools is not None:
-            attributes[CallerTools] = req.tools
+            ctx.put(CallerTools, req.tools)
         try:
-            call = await service.calls.start(key, user, inp, "openai", attributes=attributes)
+            call = await service.calls.start(key, user, inp, "openai", ctx=ctx)
         except BaseException:
             # A stored pause that did not start (a busy session) stays as it is.
             if fresh:

@@ -323,9 +323,11 @@ async def responses(routes: Routes, request: Request) -> Response:
         fresh = True
         if instructions:
             inp = [Msg(Role.SYSTEM, instructions), *msgs]
-    attributes: dict[str | type[Any], Any] = {CallerTools: tools} if tools is not None else {}
+    ctx = service.calls.context(key, user)
+    if tools is not None:
+        ctx.put(CallerTools, tools)
     try:
-        call = await service.calls.start(key, user, inp, "openai", attributes=attributes)
+        call = await service.calls.start(key, user, inp, "openai", ctx=ctx)
     except BaseException:
         if fresh:
             await routes.settle(key, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .._version import __version__
@@ -46,9 +47,10 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def openapi() -> dict[str, Any]:
+def openapi(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The document; ``extra``: the paths of the protocol routes the app serves."""
     sid = [_SID]
-    return {
+    doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "rx_agent serve", "version": __version__,
                  "description": "An rx_agent agent over HTTP: post messages, stream events, "
@@ -125,3 +127,5 @@ def openapi() -> dict[str, Any]:
             },
         },
     }
+    doc["paths"].update(extra or {})
+    return doc

@@ -1,10 +1,13 @@
 """Tools, the toolkit, and running one tool call (:func:`execute`)."""
 
 from ._call import ToolCallHandle, current_tool_call
+from ._caller import CallerTool, CallerTools
 from ._execute import execute
 from .toolkit import Permission, Tool, ToolArgumentError, Toolkit, tool
 
 __all__ = [
+    "CallerTool",
+    "CallerTools",
     "Permission",
     "Tool",
     "ToolArgumentError",

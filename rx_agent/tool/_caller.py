@@ -1,20 +1,23 @@
-"""Tools the caller of one call runs itself: :class:`CallerTools`.
+"""Tools the caller runs: one call's external tools, known by their schema only.
 
-A protocol front end (the OpenAI-compatible endpoint, AG-UI) receives, with each
-request, tools that live on the client. They join that call's toolkit as *external*
-tools: the model sees them, and a call to one pauses the reply with a
-``RequireExternalExecutionEvent`` that the client answers with an
-``ExternalExecutionResultEvent``, as for any ``external=True`` tool. The agent's own
-toolkit is never changed: put the tools in the call's context,
-``ctx.put(CallerTools, CallerTools([...]))``, and the agent overlays them for that
-call only.
+A protocol client brings tools of its own (an AG-UI front end's tools, the ``tools`` of
+an OpenAI-style request). For that call the model sees them next to the agent's, and
+calling one pauses the reply for external execution
+(``RequireExternalExecutionEvent``); the caller answers with an
+``ExternalExecutionResultEvent`` on the next call, as for a tool registered with
+``external=True``. Put them in the call's context::
+
+    ctx.put(CallerTools, CallerTools([{"name": "confirm_date", "description": "...",
+                                       "parameters": {...}}]))
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Executor
 from typing import Any
 
+from ..context import RuntimeContext
 from ..permissions import Permission
 from .toolkit import _NAME_RE, Tool, ToolArgumentError, Toolkit
 
@@ -22,71 +25,104 @@ __all__ = ["CallerTool", "CallerTools"]
 
 
 class CallerTool(Tool):
-    """A tool known only by its schema; the caller runs it (always ``external``)."""
+    """A tool the caller runs: its schema is all the agent knows (always external)."""
 
-    def __init__(self, name: str, description: str, parameters: Mapping[str, Any]) -> None:
-        # Not Tool.__init__: there is no function, the schema is the client's.
+    def __init__(self, name: str, description: str = "",
+                 parameters: Mapping[str, Any] | None = None) -> None:
+        # Not Tool.__init__: there is no Python function to read a schema from.
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ValueError(f"tool name {name!r} is invalid: use 1-64 letters, digits, "
                              "'_', '.' or '-'")
-        self.fn = self._never
+        if not isinstance(description, str):
+            raise TypeError(f"the description of tool {name!r} must be a str, "
+                            f"not {type(description).__name__}")
+        if parameters is None:
+            parameters = {"type": "object", "properties": {}}
+        if not isinstance(parameters, Mapping):
+            raise TypeError(f"the parameters of tool {name!r} must be a JSON Schema object, "
+                            f"not {type(parameters).__name__}")
         self.name = name
         self.description = description
         self.parameters = dict(parameters)
-        self.permission = Permission.ALLOW
+        self.permission = Permission.ALLOW  # the caller decides when it runs it
         self.rules = ()
         self.external = True
         self.concurrency_safe = False
         self.timeout = None
-        self.source = "caller"
+        self.source = "the caller"
         self.context_params = ()
         self._positional = ()
         self.is_async_gen = False
-        self.is_async = False
-
-    @staticmethod
-    def _never(**kwargs: Any) -> Any:  # pragma: no cover - external tools never run here
-        raise RuntimeError("a caller's tool runs on the caller's side, not in the agent")
+        self.is_async = True
+        self.fn = self._elsewhere
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as given: the caller validates them against its schema."""
         if not isinstance(arguments, dict):
             raise ToolArgumentError(f"arguments of tool {self.name!r} must be a JSON object, "
                                     f"got {type(arguments).__name__}")
-        return arguments  # the caller checks its own schema
+        return arguments
+
+    def invoke(self, kwargs: dict[str, Any], ctx: RuntimeContext | None,
+               executor: Executor | None = None) -> Any:
+        return self._elsewhere()
+
+    async def _elsewhere(self, **_: Any) -> Any:
+        raise RuntimeError(f"tool {self.name!r} runs at the caller, not in the agent")
+
+    def __repr__(self) -> str:
+        return f"CallerTool(name={self.name!r})"
 
 
 class CallerTools:
-    """The caller's tools for one call: ``{"name", "description", "parameters"}``
-    schemas, each becoming an external :class:`CallerTool`."""
+    """The caller's tools for one call: ``ctx.put(CallerTools, CallerTools([...]))``.
+
+    Each item is a :class:`CallerTool` or a schema mapping with ``name``, optional
+    ``description`` and ``parameters`` (a JSON Schema object). A name the agent's own
+    toolkit has, or a name given twice, is a ``ValueError``.
+    """
 
     __slots__ = ("tools",)
 
-    def __init__(self, schemas: Iterable[Mapping[str, Any]]) -> None:
-        tools: dict[str, CallerTool] = {}
-        for schema in schemas:
-            tool = CallerTool(schema["name"], str(schema.get("description") or ""),
-                              schema.get("parameters") or {"type": "object", "properties": {}})
-            if tool.name in tools:
-                raise ValueError(f"the caller's tools name {tool.name!r} twice")
-            tools[tool.name] = tool
-        self.tools: tuple[CallerTool, ...] = tuple(tools.values())
+    def __init__(self, tools: Iterable[CallerTool | Mapping[str, Any]]) -> None:
+        made: dict[str, CallerTool] = {}
+        for i, given in enumerate(tools):
+            if isinstance(given, CallerTool):
+                item = given
+            elif isinstance(given, Mapping):
+                unknown = sorted(set(given) - {"name", "description", "parameters"})
+                if unknown:
+                    raise ValueError(f"caller tool #{i} has unknown key(s) {unknown}; expected "
+                                     "name, description and parameters")
+                item = CallerTool(given.get("name", ""), given.get("description") or "",
+                                  given.get("parameters"))
+            else:
+                raise TypeError(f"caller tool #{i} must be a CallerTool or a schema mapping, "
+                                f"not {type(given).__name__}")
+            if item.name in made:
+                raise ValueError(f"the caller's tools name {item.name!r} twice")
+            made[item.name] = item
+        self.tools: tuple[CallerTool, ...] = tuple(made.values())
 
     def clashes(self, toolkit: Toolkit) -> list[str]:
-        """Names of the caller's tools that the toolkit has already."""
-        return [t.name for t in self.tools if toolkit.get(t.name) is not None]
+        """The names the caller's tools share with ``toolkit``'s."""
+        return [t.name for t in self.tools if t.name in toolkit]
 
     def overlay(self, toolkit: Toolkit) -> Toolkit:
-        """The call's toolkit: ``toolkit``'s tools plus these (``toolkit`` is unchanged)."""
+        """``toolkit`` plus these tools, for one call (``toolkit`` is left unchanged)."""
         if not self.tools:
             return toolkit
-        clashes = self.clashes(toolkit)
-        if clashes:
-            raise ValueError(f"the caller's tool(s) {', '.join(map(repr, clashes))} have the "
+        clash = self.clashes(toolkit)
+        if clash:
+            raise ValueError(f"the caller's tool(s) {', '.join(map(repr, clash))} have the "
                              "name of one of the agent's own tools; rename them")
-        overlay = toolkit.copy()
-        for tool in self.tools:
-            overlay._tools[tool.name] = tool
-        return overlay
+        kit = toolkit.copy()
+        for item in self.tools:
+            kit._tools[item.name] = item  # a runtime tool: no registration, no source
+        return kit
+
+    def __len__(self) -> int:
+        return len(self.tools)
 
     def __repr__(self) -> str:
         return f"CallerTools({[t.name for t in self.tools]!r})"
