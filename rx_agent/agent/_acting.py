@@ -158,14 +158,15 @@ class Acting:
             return scope.close_interrupted(state)
         chain = self.chain
         calls = tuple(run)
-        batch = Batch(scope, calls, reply_id, denied, self._who if chain is not None else None)
+        batch = Batch(scope, calls, reply_id, denied, self._who, chain is not None)
         self.batch = batch
         scope.cut_batch = batch.close
         try:
             ain = ActingInput(calls)
             batch.given = ain.tool_calls
             await scope.run_step(chain(ain) if chain is not None else self.core(ain),
-                                 ExtensionPoint.ON_ACTING, ledger=batch.ledger)
+                                 ExtensionPoint.ON_ACTING,
+                                 ledger=batch.ledger if chain is not None else None)
             if batch.running():  # the chain stopped listening to tools that still run
                 await scope.run_step(batch.drain(), None)
         except Interrupted:

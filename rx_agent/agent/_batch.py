@@ -4,11 +4,12 @@ The core of ``on_acting`` (:class:`BatchCore`) runs the calls it is handed as a
 :class:`BatchRun` that the batch owns, not the subscription: a hook that stops
 listening (``take``, ``first``, a filter that ends the stream) does not cancel the
 tools; the run goes on and its events reach the caller directly. Only
-``interrupt()`` and disposing the call cancel it (:meth:`Batch.close`). With a layer
-at ``on_acting`` a :class:`~rx_agent.tool._ledger.Ledger` decides each call's result
-from what leaves the outermost hook; without one, each tool's own result is kept.
-Results enter the context in call order when the step ends, and a call whose
-arguments a hook changed is stored with them before its tool starts.
+``interrupt()`` and disposing the call cancel it (:meth:`Batch.close`). A
+:class:`~rx_agent.tool._ledger.Ledger` keeps what the caller got of each result:
+with a layer at ``on_acting`` what leaves the outermost hook decides; without one the
+tools' events go to the caller through it directly. Results enter the context in call
+order when the step ends, and a call whose arguments a hook changed is stored with
+them before its tool starts.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from reactivex import Observable
 from reactivex import abc as rxabc
 
 from .._rx import DirectObservable, from_coroutine, on_loop
-from ..event import AgentEvent, AllToolsDeniedEvent, ToolResultEndEvent, ToolResultStartEvent
+from ..event import AgentEvent, AllToolsDeniedEvent
 from ..message import Role, ToolResultBlock, ToolResultState, ToolUseBlock
 from ..middleware.inputs import ActingInput
 from ..tool._execute import execute
-from ..tool._ledger import DONE, Ledger, result_events
+from ..tool._ledger import DONE, Ledger
 from ._results import denied_result, emit_result_events, record_result
 from ._steps import CallScope
 
@@ -39,11 +40,11 @@ NOT_RUN_TEXT = "Not executed: the on_acting chain did not run this tool call."
 class Batch:
     """The tool calls of one ``on_acting`` step: what ran and what each got."""
 
-    __slots__ = ("calls", "closed", "denied", "given", "ledger", "lock", "models", "reply_id",
-                 "results", "runs", "scope", "seen", "stored")
+    __slots__ = ("calls", "closed", "denied", "given", "hooked", "ledger", "lock", "models",
+                 "reply_id", "runs", "scope", "stored")
 
     def __init__(self, scope: CallScope, calls: tuple[ToolUseBlock, ...], reply_id: str,
-                 denied: dict[str, str], who: Callable[[], str] | None) -> None:
+                 denied: dict[str, str], who: Callable[[], str], hooked: bool) -> None:
         self.scope = scope
         self.calls = calls  # the model's calls of this step, in call order
         self.given = calls  # what the chain was handed (a core given it needs no check)
@@ -51,11 +52,10 @@ class Batch:
         self.stored: dict[str, ToolUseBlock] | None = None  # calls a hook changed, as stored
         self.reply_id = reply_id
         self.denied = denied  # call id -> the user's reason
-        # With a layer at on_acting, what leaves it decides; without one, the tools'.
-        self.ledger = None if who is None else Ledger(calls, scope.emit, scope.source,
-                                                      reply_id, who)
-        self.results: dict[str, ToolResultBlock] = {}  # no layer: each tool's result
-        self.seen: dict[str, int] = {}  # no layer: 1 = its start reached the caller, 2 = end
+        # With a layer at on_acting what leaves it decides; without one, the tools' own
+        # events reach the caller through the ledger.
+        self.hooked = hooked
+        self.ledger = Ledger(calls, scope.emit, scope.source, reply_id, who)
         self.runs: list[BatchRun] = []
         self.closed = False
         self.lock: asyncio.Lock | None = None  # one checkpoint at a time
@@ -131,23 +131,14 @@ class Batch:
     # -- running -----------------------------------------------------------------------
 
     def answered(self, call_id: str) -> bool:
-        ledger = self.ledger
-        return ledger is not None and ledger.answered(call_id)
+        return self.ledger.answered(call_id)
 
     def record(self, call_id: str, block: ToolResultBlock) -> None:
-        if self.closed:
-            return  # a cancelled tool finishing late is not kept
-        ledger = self.ledger
-        if ledger is None:
-            self.results[call_id] = block
-        else:
-            ledger.entries[call_id].result = block
+        if not self.closed:  # a cancelled tool finishing late is not kept
+            self.ledger.entries[call_id].result = block
 
     def _done(self, call_id: str) -> bool:
-        ledger = self.ledger
-        if ledger is None:
-            return call_id in self.results
-        entry = ledger.entries[call_id]
+        entry = self.ledger.entries[call_id]
         return entry.result is not None or entry.phase == DONE
 
     async def execute(self, run: BatchRun) -> None:
@@ -202,7 +193,7 @@ class Batch:
         assert scope.loop is not None
         tasks = [scope.loop.create_task(one(c)) for c in run.calls]
         ledger = self.ledger
-        if ledger is not None:  # a call the chain answers itself is not waited for
+        if self.hooked:  # a call the chain answers itself is not waited for
             for call, task in zip(run.calls, tasks, strict=True):
                 ledger.entries[call.id].stop = _canceller(task)
         try:
@@ -264,27 +255,9 @@ class Batch:
         if missing_state is None:
             missing_state, missing_text = ToolResultState.ERROR, NOT_RUN_TEXT
         ledger = self.ledger
+        entries = ledger.entries
         for call in self.calls:
-            if ledger is not None:
-                block = ledger.settle(ledger.entries[call.id], missing_state, missing_text)
-            else:
-                block = self._settle(call, missing_state, missing_text)
-            record_result(state, block)
-
-    def _settle(self, call: ToolUseBlock, missing_state: ToolResultState,
-                missing_text: str) -> ToolResultBlock:
-        block = self.results.get(call.id)
-        seen = self.seen.get(call.id, 0)
-        if block is None:
-            block = ToolResultBlock(id=call.id, name=call.name, output=missing_text,
-                                    state=missing_state)
-        elif seen == 2:
-            return block
-        scope = self.scope
-        for event in result_events(block, scope.source, self.reply_id, start=seen == 0):
-            if seen == 0 or type(event) is ToolResultEndEvent or call.id not in self.results:
-                scope.emit(event)
-        return block
+            record_result(state, ledger.settle(entries[call.id], missing_state, missing_text))
 
 
 class BatchRun(rxabc.DisposableBase):
@@ -309,21 +282,11 @@ class BatchRun(rxabc.DisposableBase):
         if batch.closed:
             return
         ledger = batch.ledger
-        if ledger is None:
-            kind = type(event)
-            if kind is ToolResultStartEvent:
-                batch.seen[event.tool_call_id] = 1  # type: ignore[attr-defined]
-            elif kind is ToolResultEndEvent:
-                batch.seen[event.tool_call_id] = 2  # type: ignore[attr-defined]
-            observer = self.observer
-            if observer is not None:
-                observer.on_next(event)
-            return
         ledger.core(event)
         observer = self.observer
-        if observer is not None:
+        if observer is not None and batch.hooked:
             observer.on_next(event)
-        elif not batch.scope.interrupted:  # closing after the cut delivers the rest
+        elif not batch.scope.interrupted:  # after interrupt(), closing delivers the rest
             ledger.drained(event)
 
     async def body(self) -> None:

@@ -30,6 +30,7 @@ from ._call import CallOwner, ToolCallHandle, bind, unbind
 from ._values import tool_output_text
 
 __all__ = [
+    "NOT_STARTED",
     "NOT_STARTED_TEXT",
     "Emit",
     "RunnableTool",
@@ -48,6 +49,7 @@ Emit = Callable[[AgentEvent], None]
 Starting = Callable[[ToolUseBlock], "bool | Awaitable[bool]"]
 
 NOT_STARTED_TEXT = "Interrupted before it started."
+NOT_STARTED = object()  # what a sync tool's thread returns for a call it did not start
 
 
 class RunnableTool(Protocol):
@@ -181,6 +183,8 @@ async def _invoke(
 
 
 def _tool_value(value: Any) -> tuple[str | list[Any], ToolResultState]:
+    if value is NOT_STARTED:
+        return NOT_STARTED_TEXT, ToolResultState.INTERRUPTED
     if isinstance(value, ToolResultBlock):
         return value.output, value.state
     if isinstance(value, (TextBlock, DataBlock)):

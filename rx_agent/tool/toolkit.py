@@ -22,8 +22,9 @@ from pydantic.fields import FieldInfo
 from ..context import RuntimeContext
 from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
+from ._call import may_start
 from ._middleware import ToolMiddleware, check_middlewares, execute_tool, with_middleware
-from ._run import SyncAwaitable
+from ._run import NOT_STARTED, SyncAwaitable
 from ._schema import (
     has_alias,
     reserved,
@@ -249,6 +250,8 @@ class Tool:
         return loop.run_in_executor(executor, runner)
 
     def _run_sync(self, args: tuple[Any, ...], call_kwargs: dict[str, Any]) -> Any:
+        if not may_start():  # the reply was interrupted while the call waited for a thread
+            return NOT_STARTED
         result = self.fn(*args, **call_kwargs)
         if inspect.isgenerator(result):
             return list(result)  # a sync generator: drained off-loop

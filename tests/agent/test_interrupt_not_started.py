@@ -2,14 +2,18 @@
 
 ``interrupt()`` is called from the caller's event callback at every event index of a
 two-round reply (three calls, then two), with sequential and concurrent batches, with
-and without an ``on_acting`` layer: no tool function is entered once ``interrupt()``
-has returned, and every call gets exactly one result before the final message.
+and without an ``on_acting`` layer or a tool middleware: no tool function is entered
+once ``interrupt()`` has returned, and every call gets exactly one result before the
+final message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import pytest
@@ -43,16 +47,44 @@ class PassThrough(MiddlewareBase):
         return next(input)
 
 
+def _pass(tool: Any, ctx: Any, call: Any, next: Any) -> Any:
+    return next(call)
+
+
+class Inline(Executor):
+    """Runs a sync tool at once on the loop's thread: a concurrent batch of sync tools
+    whose function starts exactly when the runtime hands it over."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        done.set_result(fn(*args, **kwargs))
+        return done
+
+
+class Held(Executor):
+    """Keeps the jobs until the test runs them on a thread, cancelled or not (a worker
+    that picked a job up between interrupt() and the cut)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        self.jobs.append((lambda: fn(*args, **kwargs), done))
+        return done
+
+
 def _agent(entered: list[tuple[str, bool]], returned: list[bool], *, concurrent: bool,
-           sync: bool, layer: bool) -> Any:
+           sync: bool, layer: str) -> Any:
+    own = [_pass] if layer == "tool-middleware" else []
     if sync:
-        @tool(concurrency_safe=concurrent)
+        @tool(concurrency_safe=concurrent, middlewares=own)
         def effect(tag: str) -> str:
             """A side effect."""
             entered.append((tag, returned[0]))
             return f"did {tag}"
     else:
-        @tool(concurrency_safe=concurrent)  # type: ignore[no-redef]
+        @tool(concurrency_safe=concurrent, middlewares=own)  # type: ignore[no-redef]
         async def effect(tag: str) -> str:
             """A side effect."""
             entered.append((tag, returned[0]))
@@ -61,8 +93,12 @@ def _agent(entered: list[tuple[str, bool]], returned: list[bool], *, concurrent:
 
     script: list[Any] = [[ToolUseBlock(i, "effect", {"tag": i}) for i in ids] for ids in ROUNDS]
     script.append("done")
-    return make_agent(ScriptedModel(script), toolkit=Toolkit([effect]),
-                      middlewares=[PassThrough()] if layer else [])
+    # Concurrent sync tools start on the loop's thread: "entered after interrupt()
+    # returned" is then exact (on a worker thread it is measured a few bytecodes after
+    # the runtime's last check; test_a_sync_call_waiting_for_a_thread_... covers that).
+    executor = Inline() if sync and concurrent else None
+    return make_agent(ScriptedModel(script), toolkit=Toolkit([effect], executor=executor),
+                      middlewares=[PassThrough()] if layer == "on_acting" else [])
 
 
 async def _run(agent: Any, ctx: RuntimeContext, at: int | None,
@@ -85,11 +121,11 @@ async def _run(agent: Any, ctx: RuntimeContext, at: int | None,
     return events
 
 
-@pytest.mark.parametrize("layer", [False, True], ids=["no-layer", "on_acting-layer"])
+@pytest.mark.parametrize("layer", ["none", "on_acting", "tool-middleware"])
 @pytest.mark.parametrize("sync", [False, True], ids=["async-tool", "sync-tool"])
 @pytest.mark.parametrize("concurrent", [False, True], ids=["sequential", "concurrent"])
 async def test_no_tool_starts_after_interrupt_returned_at_any_event(
-    concurrent: bool, sync: bool, layer: bool,
+    concurrent: bool, sync: bool, layer: str,
 ) -> None:
     entered: list[tuple[str, bool]] = []
     returned = [False]
@@ -124,3 +160,32 @@ async def test_no_tool_starts_after_interrupt_returned_at_any_event(
                 assert result.state is not ToolResultState.SUCCESS, (at, result)
         if final.result.generate_reason is not GenerateReason.INTERRUPTED:
             assert at >= events.index(final), f"#{at} was not interrupted"
+
+
+async def test_a_sync_call_waiting_for_a_thread_is_not_entered_after_interrupt() -> None:
+    entered: list[str] = []
+    held = Held()
+
+    @tool(concurrency_safe=True)
+    def effect(tag: str) -> str:
+        """A side effect."""
+        entered.append(tag)
+        return f"did {tag}"
+
+    model = ScriptedModel([[ToolUseBlock("c0", "effect", {"tag": "c0"}),
+                            ToolUseBlock("c1", "effect", {"tag": "c1"})], "never"])
+    agent = make_agent(model, toolkit=Toolkit([effect], executor=held))
+    ctx = RuntimeContext(session_id="s")
+    reply = asyncio.ensure_future(agent.acall("go", ctx))
+    while len(held.jobs) < 2:  # both calls are handed to the executor
+        await asyncio.sleep(0.001)
+    agent.interrupt(ctx)
+    worker = threading.Thread(target=lambda: [job() for job, _ in held.jobs])
+    worker.start()  # picked up after interrupt() returned, before the cut
+    worker.join()
+    msg = await asyncio.wait_for(reply, 5)
+    assert entered == []
+    assert msg.generate_reason is GenerateReason.INTERRUPTED
+    results = tool_results(ctx.agent_state.context)
+    assert [(r.id, r.state) for r in results] == [("c0", ToolResultState.INTERRUPTED),
+                                                  ("c1", ToolResultState.INTERRUPTED)]
