@@ -48,7 +48,6 @@ class Batch:
         self.scope = scope
         self.calls = calls  # the model's calls of this step, in call order
         self.given = calls  # what the chain was handed (a core given it needs no check)
-        self.models = {c.id: c for c in calls}
         self.stored: dict[str, ToolUseBlock] | None = None  # calls a hook changed, as stored
         self.reply_id = reply_id
         self.denied = denied  # call id -> the user's reason
@@ -56,6 +55,7 @@ class Batch:
         # events reach the caller through the ledger.
         self.hooked = hooked
         self.ledger = Ledger(calls, scope.emit, scope.source, reply_id, who)
+        self.models = self.ledger.entries  # each call id -> its entry (the model's call)
         self.runs: list[BatchRun] = []
         self.closed = False
         self.lock: asyncio.Lock | None = None  # one checkpoint at a time
@@ -69,14 +69,14 @@ class Batch:
         for call in calls:
             if not isinstance(call, ToolUseBlock):
                 return f"passed next() {type(call).__name__} {call!r:.60}, not a ToolUseBlock"
-            model = models.get(call.id)
-            if model is None:
+            entry = models.get(call.id)
+            if entry is None:
                 ids = ", ".join(models)
                 return (f"passed next() a tool call with id {call.id!r}, which the model did "
                         f"not make in this batch ({ids}): its result could not be matched to "
                         "the model's call")
-            if call.name != model.name:
-                return (f"renamed tool call {call.id!r} from {model.name!r} to "
+            if call.name != entry.call.name:
+                return (f"renamed tool call {call.id!r} from {entry.call.name!r} to "
                         f"{call.name!r}: its result could not be matched to the model's call "
                         "(change a call's arguments, or answer it without next)")
             if call.id in seen:
@@ -91,8 +91,11 @@ class Batch:
         if scope.interrupted or self.closed:
             return False
         changed = self.stored
-        stored = (changed if changed is not None and call.id in changed else self.models).get(
-            call.id)
+        if changed is not None and call.id in changed:
+            stored: ToolUseBlock | None = changed[call.id]
+        else:
+            entry = self.models.get(call.id)
+            stored = entry.call if entry is not None else None
         if stored is None or call is stored or (
                 call.input == stored.input and call.raw_input == stored.raw_input):
             return True
@@ -282,12 +285,17 @@ class BatchRun(rxabc.DisposableBase):
         if batch.closed:
             return
         ledger = batch.ledger
-        ledger.core(event)
-        observer = self.observer
-        if observer is not None and batch.hooked:
-            observer.on_next(event)
-        elif not batch.scope.interrupted:  # after interrupt(), closing delivers the rest
-            ledger.drained(event)
+        if batch.scope.interrupted:  # closing delivers the rest
+            ledger.core(event)
+        elif not batch.hooked:
+            ledger.direct(event)
+        else:
+            ledger.core(event)
+            observer = self.observer
+            if observer is not None:
+                observer.on_next(event)
+            else:  # the chain stopped listening
+                ledger.drained(event)
 
     async def body(self) -> None:
         try:

@@ -15,7 +15,7 @@ from ..event import ToolResultEndEvent, ToolResultStartEvent, ToolResultTextDelt
 from ..message import ToolResultBlock, ToolResultState, ToolUseBlock
 from ._call import CallOwner
 from ._middleware import run_call
-from ._run import Emit, Starting, tool_error_text
+from ._run import Emit, Starting, run_direct, tool_error_text
 from .toolkit import Toolkit
 
 __all__ = ["Emit", "execute", "tool_error_text"]
@@ -51,5 +51,8 @@ async def execute(
         emit(ToolResultEndEvent.make(source, state=ToolResultState.ERROR, **common))
         return ToolResultBlock(id=call.id, name=call.name, output=text,
                                state=ToolResultState.ERROR)
+    if not tool.middlewares:  # the common case: no coroutine in between
+        return await run_direct(tool, call, ctx, emit, source, reply_id, timeout, owner,
+                                toolkit.executor, starting)
     return await run_call(tool, call, ctx, emit, source, reply_id, timeout, owner,
                           toolkit.executor, starting)

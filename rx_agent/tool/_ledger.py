@@ -126,6 +126,41 @@ class Ledger:
                     entry.seen = 0
                 entry.real.append(event)
 
+    def direct(self, event: AgentEvent) -> None:
+        """An event of a core no chain listens to (no ``on_acting`` layer): recorded
+        and delivered in one call, the common case without a dispatch per event."""
+        kind = _KINDS.get(type(event))
+        if kind is None:
+            self.emit(event)
+            return
+        entry = self.entries.get(event.tool_call_id)  # type: ignore[attr-defined]
+        if entry is None:  # a tool's event naming another call: not ours to judge
+            self.emit(event)
+            return
+        real = entry.real
+        if kind == _START and entry.phase == NONE:
+            real = entry.real = []
+            entry.seen = 0
+        real.append(event)
+        if entry.phase == DONE:
+            return
+        if not entry.pristine or entry.seen != len(real) - 1:
+            self.drained(event)  # something was held back: catch up first
+            return
+        entry.seen += 1
+        if kind == _START:
+            if entry.phase == NONE:
+                entry.phase = OPEN
+                self.emit(event)
+            return
+        if kind == _END:
+            entry.phase = DONE
+            entry.state = event.state  # type: ignore[attr-defined]
+            entry.drained = True
+        elif kind == _DATA or not event.metadata or "progress" not in event.metadata:
+            entry.parts.append(event.delta)  # type: ignore[attr-defined]
+        self.emit(event)
+
     def drained(self, event: AgentEvent) -> None:
         """An event the core emitted after the chain stopped listening: the caller
         gets it directly, after whatever the chain held back of the same result."""
@@ -169,6 +204,15 @@ class Ledger:
             real, at = entry.real, entry.seen
             if at < len(real) and real[at] is event:
                 entry.seen = at + 1
+                if entry.phase == OPEN and kind != _START:  # the common case, inline
+                    if kind == _END:
+                        entry.phase = DONE
+                        entry.state = event.state  # type: ignore[attr-defined]
+                    elif kind == _DATA or not event.metadata or \
+                            "progress" not in event.metadata:
+                        entry.parts.append(event.delta)  # type: ignore[attr-defined]
+                    self.emit(event)
+                    return None
             else:
                 entry.pristine = False
         self._take(entry, kind, event)
