@@ -167,7 +167,7 @@ class Acting:
             await scope.run_step(chain(ain) if chain is not None else self.core(ain),
                                  ExtensionPoint.ON_ACTING,
                                  ledger=batch.ledger if chain is not None else None)
-            if batch.running():  # the chain stopped listening to tools that still run
+            if batch.unsettled():  # the chain stopped listening to tools that still run
                 await scope.run_step(batch.drain(), None)
         except Interrupted:
             return scope.close_interrupted(state)

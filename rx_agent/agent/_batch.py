@@ -111,14 +111,16 @@ class Batch:
         state = self.scope.state
         if state is None or self.scope.sealed:
             return
-        for msg in reversed(state.context):  # the batch's message is the latest with it
-            if msg.role is not Role.ASSISTANT:
+        for msg in reversed(state.context):
+            if msg.role is not Role.ASSISTANT or not msg.tool_calls:
                 continue
+            # The batch's calls are in the latest message that made calls (models reuse
+            # ids such as call_1 across turns: an older one is never edited).
             for i, block in enumerate(msg.content):
                 if isinstance(block, ToolUseBlock) and block.id == call.id:
                     msg.content[i] = block.model_copy(
                         update={"input": dict(call.input), "raw_input": call.raw_input})
-                    return
+            return
 
     async def _saved(self) -> bool:
         # A durable session holds the arguments that run before the tool starts.
@@ -209,15 +211,17 @@ class Batch:
             if not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
 
-    def running(self) -> bool:
+    def unsettled(self) -> bool:
         """Whether runs the chain stopped listening to still work for a call nobody
-        answered (those whose calls are all answered are cancelled)."""
+        answered (those whose calls are all answered are cancelled), or failed."""
         busy = False
         for run in self.runs:
             task = run.task
-            if task is None or task.done():
+            if run.error is not None:
+                busy = True
+            elif task is None or task.done():
                 continue
-            if all(self.answered(c.id) or self._done(c.id) for c in run.calls):
+            elif all(self.answered(c.id) or self._done(c.id) for c in run.calls):
                 task.cancel()
             else:
                 busy = True

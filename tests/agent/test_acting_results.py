@@ -438,3 +438,27 @@ def test_renaming_a_call_in_the_acting_input_is_refused_naming_the_middleware(
     assert "could not be matched to the model's call" in str(error)
     assert ran == []
     assert_no_orphan_tool_calls(ctx.agent_state.context)
+
+
+def test_a_run_that_fails_after_the_chain_stopped_listening_fails_the_reply() -> None:
+    from rx_agent.tool import ToolMiddlewareError
+
+    @tool(middlewares=[lambda t, ctx, call, next: reactivex.concat(next(call),
+                                                                   answer(call, "again"))])
+    async def twice() -> str:
+        """Answered twice by its own middleware."""
+        await asyncio.sleep(0.05)
+        return "once"
+
+    model = ScriptedModel([[ToolUseBlock("c1", "twice", {})], "never"])
+    ctx = RuntimeContext(session_id="s")
+    def first_then_wait(inp: Any, next: Any) -> Any:
+        # The run fails while the chain, done listening, still waits.
+        return next(inp).pipe(ops.take(1),
+                              ops.concat(reactivex.timer(0.3).pipe(ops.ignore_elements())))
+
+    agent = make_agent(model, toolkit=Toolkit([twice]), middlewares=[Acting(first_then_wait)])
+    _, error = stream_error(agent.stream("hi", ctx))
+    assert isinstance(error, ToolMiddlewareError)
+    assert "a second result for tool call 'c1'" in str(error)
+    assert_no_orphan_tool_calls(ctx.agent_state.context)

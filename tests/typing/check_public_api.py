@@ -32,6 +32,7 @@ from rx_agent import (
     tool,
 )
 from rx_agent.middleware import Agent
+from rx_agent.tool import Tool, ToolMiddleware, ToolNext, answer
 
 text = TextBlock("hi")
 call = ToolUseBlock("c1", "weather", {"city": "Paris"})
@@ -77,3 +78,27 @@ agent = (
 )
 final: Msg = agent.call_sync("hi", RuntimeContext(session_id="s"))
 events: Observable[AgentEvent] = agent.stream([msg])
+
+
+# A tool's own middlewares: typed with the protocol, attached both ways.
+def audit(tool: Tool, ctx: RuntimeContext | None, call: ToolUseBlock,
+          next: ToolNext) -> Observable[AgentEvent]:
+    if call.input.get("city") == "nowhere":
+        return answer(call, "no such city", ToolResultState.ERROR)
+    return next(call.model_copy(update={"input": {"city": "Paris"}}))
+
+
+checked: ToolMiddleware = audit
+
+
+@tool(middlewares=[checked])
+def guarded(city: str) -> str:
+    """Weather in a city, audited."""
+    return city
+
+
+twice: Tool = guarded.with_middleware(audit)
+
+
+async def direct() -> ToolResultBlock:
+    return await twice.execute({"city": "Lyon"}, RuntimeContext(), emit=lambda e: None)
