@@ -255,6 +255,7 @@ class Batch:
             task = run.task
             if task is not None and not task.done():
                 task.cancel()
+        self.runs = []  # each run refers to the batch: no cycle left behind
         scope = self.scope
         state = scope.state
         if state is None or scope.sealed:
@@ -311,11 +312,11 @@ class BatchRun(rxabc.DisposableBase):
         except BaseException as exc:
             # SystemExit / KeyboardInterrupt must not stop the shared loop.
             self.error = RuntimeError(f"the step failed with {exc!r}")
-        observer = self.observer
+        observer, self.observer = self.observer, None
         if observer is not None:
             if self.error is not None:
-                observer.on_error(self.error)  # type: ignore[arg-type]
-                self.error = None  # the chain has it
+                error, self.error = self.error, None  # the chain has it
+                observer.on_error(error)  # type: ignore[arg-type]
             else:
                 observer.on_completed()
 

@@ -235,7 +235,8 @@ class _Chain:
         self.executor = executor
         self.starting = starting
         self.labels = [label(mw) for mw in tool.middlewares]
-        self.ledger = Ledger((call,), emit, source, reply_id, self.who, ToolMiddlewareError)
+        who = self.who()  # a string, not a bound method: the ledger must not refer back
+        self.ledger = Ledger((call,), emit, source, reply_id, lambda: who, ToolMiddlewareError)
         self.loop = asyncio.get_running_loop()
         self.thread = threading.get_ident()
         self.done: asyncio.Future[BaseException | None] = self.loop.create_future()
@@ -305,6 +306,8 @@ class _Chain:
             task = run.task
             if task is not None and not task.done():
                 task.cancel()
+        self.runs = []  # each run refers to the chain: no cycle left behind
+        self.ledger.entries[self.call.id].stop = None
 
 
 class _Sink:
@@ -416,18 +419,18 @@ class _CoreRun(rxabc.DisposableBase):
                                      chain.reply_id, chain.timeout, chain.owner,
                                      chain.executor, chain.starting)
         except asyncio.CancelledError:
-            observer = self.observer
+            observer, self.observer = self.observer, None
             if observer is not None and not chain.closed:
                 observer.on_completed()  # answered by a middleware: the tool's part ends
             raise
         except Exception as exc:  # an error of the agent's check before the tool starts
             self.error = exc  # it fails the call, whatever the middlewares make of it
-            observer = self.observer
+            observer, self.observer = self.observer, None
             if observer is not None:
                 observer.on_error(exc)
             return
         if not chain.closed:
             chain.ledger.entries[chain.call.id].result = block
-        observer = self.observer
+        observer, self.observer = self.observer, None
         if observer is not None:
             observer.on_completed()

@@ -462,3 +462,45 @@ def test_a_run_that_fails_after_the_chain_stopped_listening_fails_the_reply() ->
     assert isinstance(error, ToolMiddlewareError)
     assert "a second result for tool call 'c1'" in str(error)
     assert_no_orphan_tool_calls(ctx.agent_state.context)
+
+
+# -- a finished call leaves no cycle -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["none", "layer", "take", "tool-middleware"])
+@pytest.mark.parametrize("safe", [False, True], ids=["sequential", "concurrent"])
+async def test_a_tool_round_leaves_nothing_for_the_cyclic_collector(how: str, safe: bool) -> None:
+    import gc
+
+    from rx_agent.agent._batch import Batch, BatchRun
+    from rx_agent.agent._steps import CallScope
+    from rx_agent.tool._middleware import _Chain
+
+    def own(tool: Any, ctx: Any, call: Any, next: Any) -> Any:
+        return next(call)
+
+    @tool(concurrency_safe=safe, middlewares=[own] if how == "tool-middleware" else [])
+    async def echo(value: int) -> str:
+        """Echo."""
+        await asyncio.sleep(0)
+        return str(value)
+
+    hook = {"layer": lambda inp, next: next(inp).pipe(ops.map(lambda e: e)),
+            "take": lambda inp, next: next(inp).pipe(ops.take(1))}.get(how)
+    script: list[Any] = []
+    for i in range(6):
+        script += [[ToolUseBlock(f"c{i}", "echo", {"value": i}),
+                    ToolUseBlock(f"d{i}", "echo", {"value": i})], "ok"]
+    agent = make_agent(ScriptedModel(script), toolkit=Toolkit([echo]),
+                       middlewares=[Acting(hook)] if hook is not None else [])
+    kinds = (Batch, BatchRun, CallScope, _Chain)
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(6):
+            await agent.acall("go", RuntimeContext(session_id=f"s{i}"))
+        await asyncio.sleep(0.01)  # cancelled leftovers unwind
+        alive = [type(o).__name__ for o in gc.get_objects() if isinstance(o, kinds)]
+    finally:
+        gc.enable()
+    assert alive == []
