@@ -169,7 +169,10 @@ class Ledger:
             self.emit(event)
             return
         entry = self.entries.get(event.tool_call_id)  # type: ignore[attr-defined]
-        if entry is None or entry.phase == DONE:
+        if entry is None:  # a tool's event naming another call: not ours to judge
+            self.emit(event)
+            return
+        if entry.phase == DONE:
             return
         entry.stop = None  # the core finishes this result itself
         if entry.pristine:
