@@ -39,6 +39,7 @@ NAMES = [
     "agui_client",
     "support_desk",
     "mcp_tools",
+    "tool_middleware",
 ]
 
 
@@ -200,6 +201,18 @@ def test_continue_once(runs: dict[str, Run]) -> None:
         "model call 1 ends with user: What is 2 + 2?",
         "model call 2 ends with user: Before you finish, check your result once more.",
         "answer: Checked again: 2 + 2 = 4. (MODEL_STOP)",
+    ]
+
+
+def test_tool_middleware(runs: dict[str, Run]) -> None:
+    assert ok(runs, "tool_middleware").lines == [
+        "weather {'city': 'Paris'} -> SUCCESS: Paris: sunny, 24 C",
+        "weather {'city': 'Paris'} -> SUCCESS: Paris: sunny, 24 C",
+        "exchange_rate {'currency': 'USD'} -> SUCCESS: rates are unavailable right now",
+        "convert {'amount': -5} -> ERROR: Error: amount must be a positive number, got -5",
+        "convert {'amount': 10.57} -> SUCCESS: 10.57 EUR = 11.42 USD",
+        "weather ran 1 time(s); cache hits: 1",
+        "direct: Paris: sunny, 24 C (cache hits: 2)",
     ]
 
 

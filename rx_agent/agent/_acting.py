@@ -3,59 +3,40 @@
 :meth:`Acting.dispatch` takes a round's tool calls: rules deny some (DENIED results),
 ask about some (the reply pauses, :attr:`AgentState.pending` keeps the batch), hand
 external ones to the caller (pause), and run the rest through the ``on_acting``
-chain, whose core is :meth:`Acting.core`. Results enter the context in call order
-through one :class:`Batch` per step, so an interrupt keeps what finished and answers
-the rest exactly once.
+chain, whose core is :meth:`Acting.core`. One :class:`~._batch.Batch` per step runs
+the calls and decides each one's result from what leaves the chain; results enter the
+context in call order, so an interrupt keeps what finished and answers the rest
+exactly once.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from typing import Literal
 
 from reactivex import Observable
-from reactivex import abc as rxabc
 
 from .._record import new_id
-from .._rx import from_coroutine
 from ..context import AgentState, PendingToolCalls
 from ..event import (
     AgentEvent,
-    AllToolsDeniedEvent,
     ExternalExecutionResultEvent,
     RequestStopEvent,
     RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
     UserConfirmResultEvent,
 )
-from ..message import GenerateReason, Msg, Role, ToolResultBlock, ToolResultState, ToolUseBlock
+from ..message import GenerateReason, Msg, Role, ToolResultState, ToolUseBlock
 from ..middleware.base import ExtensionPoint
 from ..middleware.inputs import ActingInput
 from ..middleware.types import Handler
 from ..permissions import Permission, decide
-from ..tool._execute import execute
+from ._batch import Batch, BatchCore
 from ._hitl import ResumeEvent, apply_edits
 from ._permission_handler import consult
 from ._results import denied_result, emit_result_events, record_result
 from ._steps import CallScope, Interrupted
 
-__all__ = ["Acting", "Batch"]
-
-Emit = Callable[[AgentEvent], None]
-
-
-class Batch:
-    """The tool calls one ``on_acting`` step runs and the results they got so far."""
-
-    __slots__ = ("calls", "closed", "denied", "reply_id", "results")
-
-    def __init__(self, reply_id: str, denied: dict[str, str]) -> None:
-        self.reply_id = reply_id
-        self.denied = denied  # call id -> the user's reason, written by the core
-        self.calls: tuple[ToolUseBlock, ...] = ()
-        self.results: dict[str, ToolResultBlock] = {}
-        self.closed = False
+__all__ = ["Acting"]
 
 
 class Acting:
@@ -173,7 +154,7 @@ class Acting:
             batch = [c for c in calls if c.id in waiting or c.id in rest]
             return self._pause(state, "confirm", ask, batch, denied)
         if run:
-            ended = await self._run_batch(state, run, Batch(reply_id, denied))
+            ended = await self._run_batch(state, run, reply_id, denied)
             if ended is not None:
                 return ended
         if external and not scope.interrupted and scope.stop_request is None:
@@ -181,28 +162,44 @@ class Acting:
         return None
 
     async def _run_batch(
-        self, state: AgentState, run: list[ToolUseBlock], batch: Batch
+        self, state: AgentState, run: list[ToolUseBlock], reply_id: str,
+        denied: dict[str, str],
     ) -> Msg | None:
         scope = self.scope
         if scope.interrupted:
             return scope.close_interrupted(state)
+        chain = self.chain
+        calls = tuple(run)
+        batch = Batch(scope, calls, reply_id, denied, self._who, chain is not None)
         self.batch = batch
+        scope.cut_batch = batch.close
         try:
-            ain = ActingInput(tuple(run))
-            chain = self.chain
+            ain = ActingInput(calls)
+            batch.given = ain.tool_calls
             await scope.run_step(chain(ain) if chain is not None else self.core(ain),
-                                 ExtensionPoint.ON_ACTING)
+                                 ExtensionPoint.ON_ACTING,
+                                 ledger=batch.ledger if chain is not None else None)
+            if batch.unsettled():  # the chain stopped listening to tools that still run
+                await scope.run_step(batch.drain(), None)
         except Interrupted:
             return scope.close_interrupted(state)
+        except BaseException:
+            # Failed or disposed: keep what finished, in call order.
+            batch.close(ToolResultState.INTERRUPTED, "Cancelled before it finished.")
+            raise
         finally:
             self.batch = None
+            scope.cut_batch = None
         if scope.interrupted:
+            batch.close(ToolResultState.INTERRUPTED, "Interrupted before it finished.")
             return scope.close_interrupted(state)
-        # Calls the chain did not run (a middleware short-circuited) still get results.
-        scope.close_unanswered(state, ToolResultState.ERROR,
-                               "Not executed: the on_acting chain did not run this tool call.",
-                               only={c.id for c in run})
+        batch.close()  # calls the chain neither ran nor answered: "not executed"
         return None
+
+    def _who(self) -> str:
+        plan = self.scope.config.plan
+        return ", ".join(f"{label}.on_acting()"
+                         for label in plan.labels(ExtensionPoint.ON_ACTING)) or "on_acting"
 
     def _pause(
         self,
@@ -246,97 +243,4 @@ class Acting:
     # -- the core of on_acting -----------------------------------------------------
 
     def core(self, ain: ActingInput) -> Observable[AgentEvent]:
-        async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
-            batch = self.batch or Batch(new_id(), {})
-            await self._execute(batch, ain.tool_calls, observer.on_next)
-
-        return from_coroutine(body, self.scope.loop)
-
-    async def _execute(
-        self, batch: Batch, calls: tuple[ToolUseBlock, ...], emit: Emit
-    ) -> None:
-        """Run the batch, adding results to the context in call order. Calls run
-        concurrently only when every tool is concurrency-safe."""
-        scope = self.scope
-        toolkit = scope.toolkit
-        batch.calls = calls
-        denied = batch.denied
-        results = batch.results
-        reply_id = batch.reply_id
-        scope.cut_batch = lambda state, text: self._close(batch, state, text)
-        try:
-            if denied and all(c.id in denied for c in calls):
-                for call in calls:
-                    block = denied_result(call, denied[call.id])
-                    emit_result_events(emit, scope.source, reply_id, block)
-                    results[call.id] = block
-                self._close(batch)
-                emit(AllToolsDeniedEvent.make(scope.source, denied_tool_calls=list(calls)))
-                return
-            concurrent = len(calls) > 1 and not denied and all(
-                (t := toolkit.get(c.name)) is not None and t.concurrency_safe for c in calls
-            )
-            if not concurrent:
-                for call in calls:
-                    if scope.interrupted:  # a tool of this batch asked: the rest never start
-                        break
-                    if call.id in denied:
-                        block = denied_result(call, denied[call.id])
-                        emit_result_events(emit, scope.source, reply_id, block)
-                        results[call.id] = block
-                    else:
-                        results[call.id] = await execute(toolkit, call, scope.tool_ctx, emit,
-                                                         scope.source, reply_id,
-                                                         scope.config.tool_timeout, scope)
-            elif not scope.interrupted:
-                await self._run_concurrently(batch, emit)
-            self._close(batch)
-        finally:
-            # Cancelled midway (disposed or cut): keep what finished, in call order.
-            self._close(batch, ToolResultState.INTERRUPTED, "Cancelled before it finished.")
-            scope.cut_batch = None
-
-    async def _run_concurrently(self, batch: Batch, emit: Emit) -> None:
-        scope = self.scope
-        toolkit = scope.toolkit
-        results = batch.results
-
-        async def one(call: ToolUseBlock) -> None:
-            block = await execute(toolkit, call, scope.tool_ctx, emit, scope.source,
-                                  batch.reply_id, scope.config.tool_timeout, scope)
-            if not batch.closed:  # a cancelled tool finishing late is not recorded
-                results[call.id] = block
-
-        assert scope.loop is not None
-        tasks = [scope.loop.create_task(one(c)) for c in batch.calls]
-        try:
-            await asyncio.wait(tasks)
-        finally:
-            for task in tasks:
-                if not task.done():
-                    task.cancel()
-
-    def _close(
-        self,
-        batch: Batch,
-        missing_state: ToolResultState | None = None,
-        missing_text: str = "",
-    ) -> None:
-        """Write the batch's results into the context in call order (once); calls
-        without a result get a synthesized one when ``missing_state`` is given."""
-        if batch.closed:
-            return
-        batch.closed = True
-        scope = self.scope
-        state = scope.state
-        if state is None or scope.sealed:
-            return  # the call already closed its context (it answered what was missing)
-        for call in batch.calls:
-            block = batch.results.get(call.id)
-            if block is None:
-                if missing_state is None:
-                    continue
-                block = ToolResultBlock(id=call.id, name=call.name, output=missing_text,
-                                        state=missing_state)
-                emit_result_events(scope.emit, scope.source, batch.reply_id, block)
-            record_result(state, block)
+        return BatchCore(self.batch, ain, self._who)

@@ -23,6 +23,7 @@ from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent, RequestContinueEvent, RequestStopEvent
 from ..message import GenerateReason, Msg, Role, ToolResultState
 from ..middleware.base import Agent, ExtensionPoint
+from ..tool._ledger import Ledger
 from ._blocks import MessageAccumulator
 from ._config import AgentConfig
 from ._results import close_unanswered, emit_result_events
@@ -159,6 +160,34 @@ class _HookedSink(_StepSink):
         self.emit(event)
 
 
+class _LedgerSink(_HookedSink):
+    """What leaves ``on_acting``'s outermost hook: checked as any hook's stream, then
+    handed to the batch's ledger, which delivers it or refuses it."""
+
+    __slots__ = ("ledger",)
+
+    def __init__(self, scope: CallScope, future: asyncio.Future[None], where: LoopAffinity,
+                 ledger: Ledger) -> None:
+        super().__init__(scope, future, where, ExtensionPoint.ON_ACTING, None)
+        self.ledger = ledger
+
+    def on_next(self, event: AgentEvent) -> None:
+        if _thread_id() != self.loop_thread:
+            self.where.hop(self.late, self.on_next, event)
+            return
+        future = self.future
+        if future.done():  # cut short: late events of a cancelled step
+            return
+        if type(event) not in EVENT_TYPES and not is_event(event):
+            future.set_exception(self.scope.not_an_event(ExtensionPoint.ON_ACTING, event))
+            return
+        if type(event) in _CONTROL_TYPES:
+            self.scope._control(event, True)
+        error = self.ledger.out(event)
+        if error is not None:
+            future.set_exception(error)
+
+
 class CallScope:
     """The per-call facts and controls every step uses."""
 
@@ -171,7 +200,6 @@ class CallScope:
         "ctx",
         "cut_batch",
         "emit",
-        "hooked_acting",
         "hooked_reasoning",
         "interrupt_msg",
         "interrupted",
@@ -197,7 +225,6 @@ class CallScope:
         # stop requests watched); the others are the runtime's own and need neither.
         self.hooked_reasoning = ExtensionPoint.ON_REASONING in plan.layered or \
             ExtensionPoint.ON_MODEL_CALL in plan.layered
-        self.hooked_acting = ExtensionPoint.ON_ACTING in plan.layered
         # Only the result event reaches anybody (acall with no on_agent layer): the
         # steps may skip building events no layer reads.
         self.quiet = False
@@ -256,13 +283,15 @@ class CallScope:
         source: Observable[AgentEvent],
         point: ExtensionPoint | None,
         rnd: Captures | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         """Run one step's stream to completion, forwarding its events to the caller.
 
         ``point`` is the hook chain the stream leaves: its items are checked and stop and
         continue requests watched there (``None`` for the core's own stream). While
         ``rnd`` has a capture, it is fed every event (a round ``on_reasoning`` answers by
-        itself).
+        itself). ``ledger`` (acting with a layer) decides what of the stream reaches
+        the caller.
         """
         where = self.affinity
         assert where is not None
@@ -272,7 +301,7 @@ class CallScope:
             # The runtime's own reasoning stream: disposal stops it synchronously.
             sink = _CoreSink(self, future, where)
         elif point is ExtensionPoint.ON_ACTING:
-            sink = (_HookedSink(self, future, where, point, None) if self.hooked_acting
+            sink = (_LedgerSink(self, future, where, ledger) if ledger is not None
                     else _ActingSink(self, future, where))
         elif self.hooked_reasoning or point is ExtensionPoint.ON_COMPRESS_CONTEXT:
             # on_compress_context runs only when a middleware hooks it: always checked.

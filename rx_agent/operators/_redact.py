@@ -20,14 +20,22 @@ from ..event import (
     TextBlockEndEvent,
     ThinkingBlockDeltaEvent,
     ThinkingBlockEndEvent,
+    ToolResultEndEvent,
+    ToolResultTextDeltaEvent,
 )
 from ._base import Handlers, Operator, Relay, relay_op, with_delta
 from ._patterns import Rule, rules
 
 __all__ = ["Redactor", "redact"]
 
-_DELTAS = {TextBlockDeltaEvent: "t", ThinkingBlockDeltaEvent: "k"}
-_ENDS = {TextBlockEndEvent: "t", ThinkingBlockEndEvent: "k"}
+_DELTAS = {TextBlockDeltaEvent: "t", ThinkingBlockDeltaEvent: "k", ToolResultTextDeltaEvent: "r"}
+_ENDS = {TextBlockEndEvent: "t", ThinkingBlockEndEvent: "k", ToolResultEndEvent: "r"}
+
+
+def _key(tag: str, event: Any) -> tuple[str, str, str]:
+    """A block's text is scanned as one: a model block by its id, a tool result by
+    its call."""
+    return (tag, event.reply_id, event.tool_call_id if tag == "r" else event.block_id)
 
 
 class Redactor:
@@ -106,7 +114,7 @@ def redact(
     patterns: Iterable[str | re.Pattern[str]] | str | re.Pattern[str] | None = None,
     replacement: str = "[REDACTED]",
 ) -> Operator[AgentEvent, AgentEvent]:
-    """Replace secrets in text and thinking deltas with ``replacement``.
+    """Replace secrets in text, thinking and tool-result text deltas with ``replacement``.
 
     ``patterns`` are regular expressions (``str`` or compiled); ``None`` means the
     defaults: e-mail addresses, API keys (OpenAI/Anthropic ``sk-``, AWS ``AKIA``,
@@ -115,7 +123,7 @@ def redact(
     deltas is still caught: text that could be the start of a match is held back
     until it is decided, at most the longest possible match, and only the trailing
     run of characters a match can contain (plain prose streams with a lag of about
-    one word). The held text is released at the block's end. Start and end events
+    one word). The held text is released at the block's (or tool result's) end. Start and end events
     pass at once, so block ids stay valid. On error the held text is dropped, never
     emitted unredacted.
 
@@ -146,7 +154,7 @@ def redact(
             kind = type(event)
             tag = _DELTAS.get(kind)
             if tag is not None:
-                key = (tag, event.reply_id, event.block_id)  # type: ignore[attr-defined]
+                key = _key(tag, event)
                 block = blocks.get(key)
                 if block is None:
                     block = blocks[key] = _Block(event)
@@ -168,7 +176,7 @@ def redact(
             tag = _ENDS.get(kind)
             try:
                 if tag is not None:
-                    block = blocks.pop((tag, event.reply_id, event.block_id), None)  # type: ignore[attr-defined]
+                    block = blocks.pop(_key(tag, event), None)
                     if block is not None:
                         flush(block)
                 elif blocks and kind is ModelCallEndEvent:

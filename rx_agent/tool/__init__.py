@@ -1,8 +1,9 @@
-"""Tools, the toolkit, and running one tool call (:func:`execute`)."""
+"""Tools, the toolkit, their middlewares, and running one tool call (:func:`execute`)."""
 
 from ._call import ToolCallHandle, current_tool_call
 from ._caller import CallerTool, CallerTools
 from ._execute import execute
+from ._middleware import ToolMiddleware, ToolMiddlewareError, ToolNext, answer
 from .toolkit import Permission, Tool, ToolArgumentError, Toolkit, tool
 
 __all__ = [
@@ -12,7 +13,11 @@ __all__ = [
     "Tool",
     "ToolArgumentError",
     "ToolCallHandle",
+    "ToolMiddleware",
+    "ToolMiddlewareError",
+    "ToolNext",
     "Toolkit",
+    "answer",
     "current_tool_call",
     "execute",
     "tool",

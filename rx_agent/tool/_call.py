@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from ..event import AgentEvent, ToolResultDataDeltaEvent, ToolResultTextDeltaEvent
 from ..message import DataBlock
 
-__all__ = ["CallOwner", "ToolCallHandle", "current_tool_call"]
+__all__ = ["CallOwner", "ToolCallHandle", "current_tool_call", "may_start"]
 
 
 class CallOwner(Protocol):
@@ -29,6 +29,9 @@ class CallOwner(Protocol):
 
     @property
     def tool_ctx(self) -> Any: ...
+
+    @property
+    def interrupted(self) -> bool: ...
 
     def request_interrupt(self, msg: Any = None) -> None: ...
 
@@ -89,6 +92,14 @@ _CURRENT: ContextVar[ToolCallHandle | None] = ContextVar("rx_agent_tool_call", d
 def current_tool_call() -> ToolCallHandle | None:
     """The tool call being executed in this context, or ``None`` outside a tool."""
     return _CURRENT.get()
+
+
+def may_start() -> bool:
+    """Whether the call of this context may still enter its tool: not once its reply
+    was interrupted (read on a sync tool's thread, right before the function)."""
+    handle = _CURRENT.get()
+    owner = handle.owner if handle is not None else None
+    return owner is None or not owner.interrupted
 
 
 def bind(handle: ToolCallHandle) -> Any:

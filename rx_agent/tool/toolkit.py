@@ -12,7 +12,7 @@ import contextvars
 import functools
 import inspect
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import Any, get_type_hints, overload
 
@@ -22,6 +22,9 @@ from pydantic.fields import FieldInfo
 from ..context import RuntimeContext
 from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
+from ._call import may_start
+from ._middleware import ToolMiddleware, check_middlewares, execute_tool, with_middleware
+from ._run import NOT_STARTED, SyncAwaitable
 from ._schema import (
     has_alias,
     reserved,
@@ -47,6 +50,11 @@ class ToolArgumentError(RxAgentError, ValueError):
 class Tool:
     """A function exposed to the model, with its schema and execution policy."""
 
+    # Its own middlewares, outermost first (docs/concepts/tool-middleware.md).
+    middlewares: tuple[ToolMiddleware, ...] = ()
+    with_middleware = with_middleware
+    execute = execute_tool
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -58,6 +66,7 @@ class Tool:
         concurrency_safe: bool = False,
         rules: Sequence[PermissionRule] = (),
         timeout: float | None = None,
+        middlewares: Sequence[ToolMiddleware] = (),
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a tool must be callable, got {type(fn).__name__}")
@@ -74,6 +83,8 @@ class Tool:
         self.concurrency_safe = concurrency_safe
         self.timeout = _check_timeout(timeout)
         self.rules: tuple[PermissionRule, ...] = tuple(rules)
+        if middlewares:
+            self.middlewares = check_middlewares(self.name, middlewares)
         # Where the agent got it ("toolkit", "built-in", "middleware X", "plugin p"),
         # for messages naming a clash; the agent sets it when it merges its tools.
         self.source = "toolkit"
@@ -239,36 +250,17 @@ class Tool:
         return loop.run_in_executor(executor, runner)
 
     def _run_sync(self, args: tuple[Any, ...], call_kwargs: dict[str, Any]) -> Any:
+        if not may_start():  # the reply was interrupted while the call waited for a thread
+            return NOT_STARTED
         result = self.fn(*args, **call_kwargs)
         if inspect.isgenerator(result):
             return list(result)  # a sync generator: drained off-loop
         if inspect.isawaitable(result):
-            return _Awaitable(result)
+            return SyncAwaitable(result)
         return result
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, permission={self.permission!r})"
-
-
-class _Awaitable:
-    """Marks an awaitable returned by a sync callable (awaited on the loop)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-async def resolve(started: Any) -> Any:
-    """Await what :meth:`Tool.invoke` started (not for async iterators)."""
-    value = await started
-    while isinstance(value, _Awaitable):
-        value = await value.value
-    return value
-
-
-def is_stream(started: Any) -> bool:
-    return isinstance(started, AsyncIterator)
 
 
 @overload
@@ -283,6 +275,7 @@ def tool(
     concurrency_safe: bool = False,
     rules: Sequence[PermissionRule] = (),
     timeout: float | None = None,
+    middlewares: Sequence[ToolMiddleware] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -295,6 +288,7 @@ def tool(
     concurrency_safe: bool = False,
     rules: Sequence[PermissionRule] = (),
     timeout: float | None = None,
+    middlewares: Sequence[ToolMiddleware] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool: ``@tool`` or ``@tool(name=..., description=...)``.
 
@@ -303,6 +297,8 @@ def tool(
     come from the docstring's ``Args:`` section or ``Annotated[..., Field(...)]``.
     ``timeout`` (seconds) bounds one call: past it the call is cancelled and the model
     gets an error result (the agent's ``tool_timeout`` applies when it is ``None``).
+    ``middlewares`` wrap each call of the tool, wherever it runs (the first is the
+    outermost; see :meth:`Tool.with_middleware`).
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -315,6 +311,7 @@ def tool(
             concurrency_safe=concurrency_safe,
             rules=rules,
             timeout=timeout,
+            middlewares=middlewares,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -382,6 +379,7 @@ class Toolkit:
             else (base.concurrency_safe if base else False),
             rules=rules if rules is not None else (base.rules if base else ()),
             timeout=timeout if timeout is not None else (base.timeout if base else None),
+            middlewares=base.middlewares if base else (),
         )
         if spec.name in self._tools:
             raise ValueError(f"a tool named {spec.name!r} is already registered")

@@ -43,6 +43,7 @@ from rx_agent.model.classifier import (
     ClassifierState,
     ScoreQuestion,
 )
+from rx_agent.tool import Tool, ToolMiddleware, ToolNext, answer
 
 text = TextBlock("hi")
 call = ToolUseBlock("c1", "weather", {"city": "Paris"})
@@ -112,8 +113,32 @@ class Classifier(ClassifierModelBase):
         questions: Mapping[str, BinaryQuestion | ChoiceQuestion | ScoreQuestion],
         **kwargs: Any,
     ) -> ClassifierResponse:
-        answer = ChoiceAnswer(choice="fast", confidence=0.9, probabilities={"fast": 0.9})
-        return ClassifierResponse(model=self.model, content={"chat_model": answer})
+        choice = ChoiceAnswer(choice="fast", confidence=0.9, probabilities={"fast": 0.9})
+        return ClassifierResponse(model=self.model, content={"chat_model": choice})
 
 
 routed = ModelRouterMiddleware(Classifier("c"), [ChatModelCandidate("fast", ScriptedModel([]))])
+
+
+# A tool's own middlewares: typed with the protocol, attached both ways.
+def audit(tool: Tool, ctx: RuntimeContext | None, call: ToolUseBlock,
+          next: ToolNext) -> Observable[AgentEvent]:
+    if call.input.get("city") == "nowhere":
+        return answer(call, "no such city", ToolResultState.ERROR)
+    return next(call.model_copy(update={"input": {"city": "Paris"}}))
+
+
+checked: ToolMiddleware = audit
+
+
+@tool(middlewares=[checked])
+def audited(city: str) -> str:
+    """Weather in a city, audited."""
+    return city
+
+
+twice: Tool = audited.with_middleware(audit)
+
+
+async def direct() -> ToolResultBlock:
+    return await twice.execute({"city": "Lyon"}, RuntimeContext(), emit=lambda e: None)
