@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from reactivex import Observable
 from reactivex import abc as rxabc
+from reactivex import operators as ops
 from reactivex.disposable import Disposable
 
 from rx_agent import (
@@ -48,6 +49,19 @@ RUNS: list[int] = []
 def echo(x: int) -> str:
     """Echo a number."""
     RUNS.append(x)
+    return str(x)
+
+
+FAIL_ONCE: list[bool] = []
+
+
+@tool
+def flaky(x: int) -> str:
+    """Echo a number; the first run after FAIL_ONCE is set fails."""
+    RUNS.append(x)
+    if FAIL_ONCE:
+        FAIL_ONCE.pop()
+        raise RuntimeError("flaky")
     return str(x)
 
 
@@ -118,10 +132,11 @@ def test_a_raising_on_agent_state_ready_still_records_the_invoke_agent_span() ->
     assert model.calls == []  # the call never reached the model
 
 
-def test_next_twice_at_on_acting_runs_the_tools_twice() -> None:
+def test_next_twice_at_on_acting_runs_a_call_again_only_while_it_has_no_result() -> None:
     # Java (and the spec) let an onion hook call next more than once (retry); Blade's
-    # composer throws "next() called multiple times". The session still keeps one
-    # result per tool call.
+    # composer throws "next() called multiple times". Here a second next runs a call
+    # again only when the first attempt's result was held back; the session keeps one
+    # result per tool call either way.
     class Twice(MiddlewareBase):
         def active_points(self) -> set[ExtensionPoint]:
             return {ExtensionPoint.ON_ACTING}
@@ -129,14 +144,33 @@ def test_next_twice_at_on_acting_runs_the_tools_twice() -> None:
         def on_acting(self, agent: Any, ctx: Any, input: Any, next: Any) -> Any:
             return reactivex.concat(next(input), next(input))
 
-    ctx = RuntimeContext(session_id="s")
-    agent = ReActAgent(name="a", model=ScriptedModel([[ToolUseBlock("c1", "echo", {"x": 7})],
-                                                       "done"]),
-                       toolkit=Toolkit([echo]), middlewares=[Twice()])
-    assert agent.call_sync("go", ctx).text == "done"
-    assert RUNS == [7, 7]
-    assert ctx.agent_state is not None
-    assert [b.id for m in ctx.agent_state.context for b in m.tool_results] == ["c1"]
+    class RetryOnError(MiddlewareBase):
+        def active_points(self) -> set[ExtensionPoint]:
+            return {ExtensionPoint.ON_ACTING}
+
+        def on_acting(self, agent: Any, ctx: Any, input: Any, next: Any) -> Any:
+            def again(events: list[Any]) -> Any:
+                failed = any(getattr(e, "state", None) is ToolResultState.ERROR
+                             for e in events)
+                return next(input) if failed else reactivex.from_iterable(events)
+
+            return next(input).pipe(ops.to_list(), ops.flat_map(again))
+
+    for middleware, runs in ((Twice(), [7]), (RetryOnError(), [7, 7])):
+        RUNS.clear()
+        FAIL_ONCE[:] = [True]
+        ctx = RuntimeContext(session_id="s")
+        agent = ReActAgent(name="a", model=ScriptedModel(
+            [[ToolUseBlock("c1", "flaky", {"x": 7})], "done"]),
+            toolkit=Toolkit([flaky]), middlewares=[middleware])
+        assert agent.call_sync("go", ctx).text == "done"
+        assert runs == RUNS, type(middleware).__name__
+        assert ctx.agent_state is not None
+        results = [b for m in ctx.agent_state.context for b in m.tool_results]
+        assert [b.id for b in results] == ["c1"]
+        # Twice forwards the failed first result; the retry stores the second attempt's.
+        expected = ToolResultState.ERROR if runs == [7] else ToolResultState.SUCCESS
+        assert results[0].state is expected
 
 
 def test_one_on_model_call_wraps_every_reply_call_and_side_calls_bypass_it() -> None:
