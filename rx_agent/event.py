@@ -153,6 +153,12 @@ class DataBlockDeltaEvent(AgentEvent):
     block_id: str
     delta: str = Field(description="A base64 chunk of the block's bytes.")
 
+    @property
+    def data(self) -> str:
+        """``delta`` under AgentScope Python's name (its events carry the chunk as
+        ``data``), so a ported TTS consumer reads either."""
+        return self.delta
+
 
 class DataBlockEndEvent(AgentEvent):
     type: Literal["data_block_end"] = "data_block_end"

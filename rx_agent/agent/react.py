@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._record import install_java_names, java_name_hint
+from .._record import install_java_names, java_attribute_error, java_name_hint
 from ..context import RuntimeContext
 from ..message import Msg
 from ..middleware._plan import ExecutionPlan
@@ -59,12 +60,31 @@ from ._subagent import agent_tool
 __all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]
 
 
+# Keywords other agent libraries use (AgentScope Python's ``system_prompt``, a
+# ``tools`` list) and what they are called here: (constructor form, builder form).
+_SLIPS: dict[str, tuple[str, str]] = {
+    "system_prompt": ("sys_prompt", "sys_prompt"),
+    "systemPrompt": ("sys_prompt", "sys_prompt"),
+    "instructions": ("sys_prompt", "sys_prompt"),
+    "prompt": ("sys_prompt", "sys_prompt"),
+    "tools": ("toolkit=Toolkit([...])", "toolkit(Toolkit([...]))"),
+    "middleware": ("middlewares", "middleware"),
+    "plugin": ("plugins", "plugin"),
+    "max_iterations": ("max_iters", "max_iters"),
+    "fallback": ("fallback_model", "fallback_model"),
+}
+
+
 def _keyword_hint(key: str) -> str | None:
-    """The constructor keyword (or builder setter) a Java-style name means."""
+    """The constructor keyword a Java-style or another library's name means."""
+    slip = _SLIPS.get(key)
+    if slip is not None:
+        return slip[0]
     hint = java_name_hint(ReActAgentBuilder, key)
     if hint is not None and hint in _INIT_PARAMS:
         return hint
-    return None
+    close = difflib.get_close_matches(key, _INIT_PARAMS, n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 class ReActAgent(Calling):
@@ -329,6 +349,23 @@ class ReActAgentBuilder:
         self._middlewares: list[MiddlewareBase] = []
         self._plugins: list[Plugin] = []
 
+    if not TYPE_CHECKING:  # hidden from type checkers: unknown names stay type errors
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached for names the class lacks, and for its Java spellings (their
+            # descriptor raised): another library's setter name gets the one here.
+            java = inspect.getattr_static(type(self), name, None)
+            if java is not None and name in type(self)._java_names:
+                raise java_attribute_error(self, name, java.python)
+            slip = _SLIPS.get(name)
+            close = difflib.get_close_matches(name, _SETTERS, n=1, cutoff=0.8) \
+                if slip is None and not name.startswith("_") else []
+            hint = slip[1] if slip is not None else (close[0] if close else None)
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}"
+                + (f"; did you mean `{hint}`?" if hint else "")
+            )
+
     def _set(self, key: str, value: Any) -> ReActAgentBuilder:
         self._kwargs[key] = value
         return self
@@ -465,6 +502,7 @@ class ReActAgentBuilder:
 
 _REACT_INIT = ReActAgent.__init__
 _INIT_PARAMS = frozenset(inspect.signature(ReActAgent.__init__).parameters) - {"self"}
+_SETTERS = frozenset(n for n in vars(ReActAgentBuilder) if not n.startswith("_"))
 
 # Java spellings (``sysPrompt``, ``maxIters``, ``getName()``) answer with the Python name.
 install_java_names(ReActAgentBuilder)

@@ -23,7 +23,18 @@ from ..errors import RxAgentError
 from ..event import AgentEvent
 from .base import ExtensionPoint
 
-__all__ = ["FULL", "JAVA_NAMES", "AsyncHook", "PlanError", "awaiting", "form", "without_ctx"]
+__all__ = [
+    "FULL",
+    "JAVA_NAMES",
+    "OWN_INPUT",
+    "PYTHON_NAMES",
+    "AsyncHook",
+    "BoundNext",
+    "PlanError",
+    "awaiting",
+    "form",
+    "without_ctx",
+]
 
 
 class PlanError(RxAgentError, TypeError):
@@ -54,6 +65,11 @@ JAVA_NAMES = {
     "onAgentFinish": "on_agent_finish",
     "onCompressContext": "on_compress_context",
     "activePoints": "active_points",
+}
+
+# AgentScope Python's hook names that differ from the points here (the others match).
+PYTHON_NAMES = {
+    "on_reply": "on_agent",
 }
 
 FULL, _NO_CTX = 0, 1
@@ -112,6 +128,27 @@ def without_ctx(hook: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+OWN_INPUT: Any = object()
+"""The default of ``next``'s argument: ``next()`` passes the hook's own input on."""
+
+
+class BoundNext:
+    """``next`` for a hook that runs after the layer called it (an ``async def``
+    hook): the layer inside, plus the input the hook was called with, so that
+    ``next()`` (AgentScope Python's ``next_handler()``) passes it on."""
+
+    __slots__ = ("_inner", "_input")
+
+    def __init__(self, inner: Callable[[Any], Observable[AgentEvent]], inp: Any) -> None:
+        self._inner = inner
+        self._input = inp
+
+    def __call__(self, inp: Any = OWN_INPUT) -> Observable[AgentEvent]:
+        return self._inner(self._input if inp is OWN_INPUT else inp)
+
+    apply = __call__  # Java's ``next.apply(input)``
+
+
 class AsyncHook:
     """An ``async def`` onion hook as a plain one: it returns an Observable that, per
     subscription, awaits the hook and then subscribes the Observable it returned."""
@@ -125,7 +162,7 @@ class AsyncHook:
 
     def __call__(self, agent: Any, ctx: Any, inp: Any, inner: Any) -> Observable[AgentEvent]:
         def start() -> Any:
-            return self._hook(agent, ctx, inp, inner)
+            return self._hook(agent, ctx, inp, BoundNext(inner, inp))
 
         return awaiting(start, self._label, self._point)
 

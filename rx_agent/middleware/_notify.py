@@ -51,16 +51,30 @@ async def system_prompt(
     for (_mw, hook), label in zip(hooks, labels, strict=True):
         value = hook(agent, ctx, prompt)
         if not isinstance(value, str):  # the common case answers a str at once
-            items = await settle(value)
-            if len(items) != 1:
-                raise unexpected(label, "on_system_prompt", f"emitted {len(items)} items",
-                                 "exactly one str")
-            value = items[0]
-            if not isinstance(value, str):
-                raise unexpected(label, "on_system_prompt",
-                                 f"produced {type(value).__name__}", "a str")
+            value = await _prompt(label, value)
         prompt = value
     return prompt
+
+
+_FORGOT = "(did it forget `return current_prompt`?)"
+
+
+async def _prompt(label: str, value: Any) -> str:
+    """An ``on_system_prompt`` answer that is not a ``str``: settled, and checked."""
+    what = "returned None"
+    if value is not None and not isinstance(value, Observable) and inspect.isawaitable(value):
+        value, what = await value, "returned None from its coroutine"
+    if value is None:
+        raise unexpected(label, "on_system_prompt", f"{what} {_FORGOT}", "a str")
+    if isinstance(value, Observable):
+        items = await settle(value)
+        if len(items) != 1:
+            raise unexpected(label, "on_system_prompt", f"emitted {len(items)} items",
+                             "exactly one str")
+        value = items[0]
+    if not isinstance(value, str):
+        raise unexpected(label, "on_system_prompt", f"produced {type(value).__name__}", "a str")
+    return value
 
 
 def notify_state_ready(

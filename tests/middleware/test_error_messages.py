@@ -1,0 +1,194 @@
+"""Errors name the fix: the messages a port's usual slips get, checked word for word
+where the wording is the point."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import reactivex
+from conftest import make_agent
+
+from rx_agent import (
+    ExtensionPoint,
+    MiddlewareBase,
+    Msg,
+    ReActAgent,
+    RuntimeContext,
+    ScriptedModel,
+    Toolkit,
+    tool,
+)
+
+
+@tool
+def clock() -> str:
+    """The current time."""
+    return "12:00"
+
+
+# -- constructor keywords other libraries use ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value", "hint"),
+    [
+        ("system_prompt", "Be brief.", "sys_prompt"),
+        ("tools", [clock], "toolkit=Toolkit([...])"),
+        ("middleware", [MiddlewareBase()], "middlewares"),
+    ],
+)
+def test_another_librarys_keyword_gets_the_name_here(keyword: str, value: Any, hint: str) -> None:
+    with pytest.raises(TypeError) as info:
+        ReActAgent(name="a", model=ScriptedModel([]), **{keyword: value})
+    assert str(info.value) == (
+        f"ReActAgent() got an unexpected keyword argument {keyword!r}; did you mean `{hint}`?"
+    )
+
+
+def test_a_near_miss_keyword_gets_the_closest_name() -> None:
+    with pytest.raises(TypeError, match=r"'max_iter'; did you mean `max_iters`\?$"):
+        ReActAgent(name="a", model=ScriptedModel([]), max_iter=3)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [("system_prompt", "sys_prompt"), ("tools", "toolkit(Toolkit([...]))"),
+     ("middlewares_", "middlewares")],
+)
+def test_the_builder_answers_the_same_slips(name: str, hint: str) -> None:
+    with pytest.raises(AttributeError) as info:
+        getattr(ReActAgent.builder(), name)
+    assert str(info.value) == (
+        f"'ReActAgentBuilder' object has no attribute {name!r}; did you mean `{hint}`?"
+    )
+
+
+def test_the_suggested_keywords_build() -> None:
+    agent = ReActAgent(name="a", model=ScriptedModel(["hi"]), sys_prompt="Be brief.",
+                       toolkit=Toolkit([clock]), middlewares=[MiddlewareBase()])
+    assert agent.toolkit.names == ["clock"]
+
+
+# -- on_system_prompt that returns nothing -------------------------------------------------------
+
+
+class _NoReturn(MiddlewareBase):
+    def on_system_prompt(self, agent, ctx, current_prompt):  # type: ignore[no-untyped-def, override]
+        _ = current_prompt + " (edited)"  # the slip: no return
+
+
+class _AsyncNoReturn(MiddlewareBase):
+    async def on_system_prompt(self, agent, current_prompt):  # type: ignore[no-untyped-def, override]
+        await asyncio.sleep(0)
+
+
+def test_an_on_system_prompt_returning_none_says_so() -> None:
+    agent = make_agent(ScriptedModel(["x"]), middlewares=[_NoReturn()])
+    with pytest.raises(TypeError) as info:
+        agent.call_sync("hi")
+    assert str(info.value) == (
+        "_NoReturn.on_system_prompt() returned None (did it forget `return current_prompt`?); "
+        "expected a str"
+    )
+
+
+def test_an_async_on_system_prompt_returning_none_says_so() -> None:
+    agent = make_agent(ScriptedModel(["x"]), middlewares=[_AsyncNoReturn()])
+    with pytest.raises(TypeError, match=r"^_AsyncNoReturn\.on_system_prompt\(\) returned None "
+                                        r"from its coroutine \(did it forget `return"):
+        agent.call_sync("hi", RuntimeContext())
+
+
+# -- a hook stream that carries something other than events --------------------------------------
+
+
+class _Emits(MiddlewareBase):
+    """Emits ``item`` before the inner stream at ``point``."""
+
+    def __init__(self, point: ExtensionPoint, item: Any) -> None:
+        self.point, self.item = point, item
+
+    def active_points(self):  # type: ignore[no-untyped-def]
+        return {self.point}
+
+    def _emit(self, input: Any, next: Any) -> Any:
+        return reactivex.concat(reactivex.of(self.item), next(input))
+
+    def on_agent(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return self._emit(input, next)
+
+    def on_reasoning(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return self._emit(input, next)
+
+    def on_model_call(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return self._emit(input, next)
+
+
+class _Watches(MiddlewareBase):
+    """Overrides on_reasoning and on_model_call with pass-throughs (every point is its)."""
+
+    def on_reasoning(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return next(input)
+
+    def on_model_call(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return next(input)
+
+
+class _Bystander(MiddlewareBase):
+    """Takes part in every point and overrides none of them."""
+
+
+_TIMER_HINT = ("(a port of Mono.delay(...).thenMany(...) emits the timer's 0: drop it with "
+               "ops.ignore_elements() or use ops.flat_map)")
+
+
+def _failure(*middlewares: MiddlewareBase) -> str:
+    agent = make_agent(ScriptedModel(["x"]), middlewares=list(middlewares))
+    with pytest.raises(TypeError) as info:
+        agent.call_sync("hi")
+    return str(info.value)
+
+
+def test_an_int_from_on_model_call_names_that_point_and_shows_the_timer_hint() -> None:
+    message = _failure(_Watches(), _Emits(ExtensionPoint.ON_MODEL_CALL, 0), _Bystander())
+    assert message == (
+        "one of _Watches.on_model_call(), _Emits.on_model_call() emitted int 0, not an "
+        f"AgentEvent, into the on_model_call stream {_TIMER_HINT}"
+    )
+
+
+def test_an_int_from_on_reasoning_names_only_that_point() -> None:
+    message = _failure(_Emits(ExtensionPoint.ON_REASONING, 0), _Bystander(),
+                       _Emits(ExtensionPoint.ON_MODEL_CALL, "never reached"))
+    assert message == (
+        "_Emits#1.on_reasoning() emitted int 0, not an AgentEvent, into the on_reasoning "
+        f"stream {_TIMER_HINT}"
+    )
+
+
+def test_an_item_from_on_model_call_without_reasoning_hooks_names_on_model_call() -> None:
+    message = _failure(_Bystander(), _Emits(ExtensionPoint.ON_MODEL_CALL, 7))
+    assert message.startswith("_Emits.on_model_call() emitted int 7, not an AgentEvent, "
+                              "into the on_model_call stream")
+
+
+def test_a_str_gets_no_timer_hint() -> None:
+    message = _failure(_Emits(ExtensionPoint.ON_MODEL_CALL, "tick"))
+    assert message == ("_Emits.on_model_call() emitted str 'tick', not an AgentEvent, into "
+                       "the on_model_call stream")
+
+
+def test_a_stream_inside_the_stream_suggests_flat_map() -> None:
+    message = _failure(_Emits(ExtensionPoint.ON_REASONING, reactivex.empty()))
+    assert "into the on_reasoning stream (a stream inside the stream: to splice one in per " \
+           "event, use ops.flat_map or ops.concat_map instead of ops.map)" in message
+
+
+def test_a_message_in_the_on_agent_stream_says_the_runtime_emits_it() -> None:
+    message = _failure(_Emits(ExtensionPoint.ON_AGENT, Msg(role="assistant", content="done")))
+    assert message.startswith("_Emits.on_agent() emitted Msg ")
+    assert message.endswith("into the on_agent stream (the reply's message is not an event: the "
+                            "runtime emits it itself, in AgentResultEvent; emit events such as "
+                            "TextBlockDeltaEvent to add text)")
