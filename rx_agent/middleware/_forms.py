@@ -21,6 +21,7 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from .._rx import DirectObservable, on_loop, running_loop, runtime_loop, subscribe_direct
 from ..errors import RxAgentError
 from ..event import AgentEvent
+from ._explain import field_call
 from .base import ExtensionPoint
 
 __all__ = [
@@ -191,7 +192,7 @@ def awaiting(
                     return
                 if not isinstance(exc, Exception):  # e.g. an inner await was cancelled
                     exc = RuntimeError(f"{label}.{point.value}() raised {exc!r}")
-                observer.on_error(exc)
+                observer.on_error(field_call(exc, f"{label}.{point.value}()"))
                 return
             if disposed:
                 return

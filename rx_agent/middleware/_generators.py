@@ -38,6 +38,7 @@ from .._rx import (
     subscribe_direct,
 )
 from ..event import AgentEvent
+from ._explain import field_call
 from ._forms import OWN_INPUT
 from .base import ExtensionPoint
 
@@ -131,7 +132,7 @@ class _Run(rxabc.DisposableBase):
             if not self.disposed:  # raised by the hook itself, not a disposal
                 failure = RuntimeError(f"{hook.where()} raised {exc!r}")
         except Exception as exc:
-            failure = exc
+            failure = field_call(exc, hook.where())
         except BaseException as exc:  # GeneratorExit, SystemExit: not the loop's to stop
             failure = RuntimeError(f"{hook.where()} raised {exc!r}")
         finally:

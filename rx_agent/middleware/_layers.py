@@ -17,6 +17,7 @@ from reactivex import Observable
 from .._rx import DIRECT_TYPES, LeanObservable
 from ..context import RuntimeContext
 from ..event import AgentEvent
+from ._explain import field_call
 from ._forms import OWN_INPUT, BoundNext, awaiting
 from .base import ExtensionPoint
 from .inputs import (
@@ -83,7 +84,7 @@ class Layer(Generic[InputT]):
             out = self._hook(self._agent, self._ctx, inp, inner)
         except Exception as exc:
             inner.own = OWN_INPUT
-            return reactivex.throw(exc)
+            return reactivex.throw(field_call(exc, f"{self._who}.{self._point.value}()"))
         inner.own = OWN_INPUT
         # Exact-type checks first: isinstance against RxPY's ABC is the slow path.
         kind = type(out)

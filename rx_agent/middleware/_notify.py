@@ -17,6 +17,7 @@ from reactivex import operators as ops
 from .._rx import await_observable
 from ..context import AgentState, RuntimeContext
 from ..message import Msg
+from ._explain import field_call
 from .inputs import AgentFinishOutcome
 from .types import Agent
 
@@ -49,9 +50,15 @@ async def system_prompt(
     """``base.strip()`` through each ``on_system_prompt`` hook, left to right."""
     prompt = base.strip()
     for (_mw, hook), label in zip(hooks, labels, strict=True):
-        value = hook(agent, ctx, prompt)
-        if not isinstance(value, str):  # the common case answers a str at once
-            value = await _prompt(label, value)
+        try:
+            value = hook(agent, ctx, prompt)
+            if not isinstance(value, str):  # the common case answers a str at once
+                value = await _prompt(label, value)
+        except TypeError as exc:
+            better = field_call(exc, f"{label}.on_system_prompt()")
+            if better is exc:
+                raise
+            raise better from exc
         prompt = value
     return prompt
 
@@ -140,7 +147,7 @@ async def notify_finish(
         except Exception as exc:
             if error is not None and exc is not error:
                 exc.__context__ = error
-            return exc
+            return field_call(exc, f"{label}.on_agent_finish()")
     return error
 
 

@@ -13,11 +13,13 @@ from conftest import make_agent
 from rx_agent import (
     ExtensionPoint,
     MiddlewareBase,
+    ModelCallInput,
     Msg,
     ReActAgent,
     RuntimeContext,
     ScriptedModel,
     Toolkit,
+    ToolUseBlock,
     tool,
 )
 
@@ -192,3 +194,99 @@ def test_a_message_in_the_on_agent_stream_says_the_runtime_emits_it() -> None:
     assert message.endswith("into the on_agent stream (the reply's message is not an event: the "
                             "runtime emits it itself, in AgentResultEvent; emit events such as "
                             "TextBlockDeltaEvent to add text)")
+
+
+# -- Java record accessors: input.messages() ----------------------------------------------------
+
+
+class _JavaAccessors(MiddlewareBase):
+    """``new ModelCallInput(input.messages(), input.tools(), input.options(), fallback)``."""
+
+    def __init__(self, accessor: str) -> None:
+        self.accessor = accessor
+
+    def active_points(self):  # type: ignore[no-untyped-def]
+        return {ExtensionPoint.ON_MODEL_CALL}
+
+    def on_model_call(self, agent, input, next):  # type: ignore[no-untyped-def, override]
+        if self.accessor == "messages":
+            return next(ModelCallInput(input.messages(), input.tools, input.options, input.model))
+        return next(input.with_(model=input.model()))
+
+
+class _AsyncAccessor(MiddlewareBase):
+    async def on_reasoning(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        await asyncio.sleep(0)
+        return next(input.with_(messages=input.messages()[-2:]))
+
+
+class _GeneratorAccessor(MiddlewareBase):
+    async def on_acting(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        for call in input.tool_calls():
+            yield call
+
+
+class _FinishAccessor(MiddlewareBase):
+    def on_agent_finish(self, agent, ctx, outcome):  # type: ignore[no-untyped-def, override]
+        print(outcome.result().text)
+
+
+def _field_message(name: str, owner: str, held: str, middleware: str, point: str) -> str:
+    return (f"{middleware}.{point}(): {name} is a field: write input.{name}, without the "
+            f"parentheses of Java's record accessor ({owner}.{name} holds {held}, which "
+            "cannot be called)")
+
+
+def test_a_java_accessor_on_an_input_record_says_it_is_a_field() -> None:
+    message = _failure(_JavaAccessors("messages"))
+    assert message == _field_message("messages", "ModelCallInput", "a tuple", "_JavaAccessors",
+                                     "on_model_call")
+
+
+def test_a_java_accessor_on_the_model_field_says_it_is_a_field() -> None:
+    message = _failure(_JavaAccessors("model"))
+    assert message == _field_message("model", "ModelCallInput", "a ScriptedModel",
+                                     "_JavaAccessors", "on_model_call")
+
+
+def test_a_java_accessor_in_an_async_hook_says_it_is_a_field() -> None:
+    message = _failure(_AsyncAccessor())
+    assert message == _field_message("messages", "ReasoningInput", "a tuple", "_AsyncAccessor",
+                                     "on_reasoning")
+
+
+def test_a_java_accessor_in_a_generator_hook_says_it_is_a_field() -> None:
+    agent = make_agent(ScriptedModel([[ToolUseBlock("c1", "clock", {})], "x"]),
+                       toolkit=Toolkit([clock]), middlewares=[_GeneratorAccessor()])
+    with pytest.raises(TypeError) as info:
+        agent.call_sync("hi")
+    assert str(info.value) == _field_message("tool_calls", "ActingInput", "a tuple",
+                                             "_GeneratorAccessor", "on_acting")
+    assert isinstance(info.value.__cause__, TypeError)  # Python's own error is kept
+    assert str(info.value.__cause__) == "'tuple' object is not callable"
+
+
+def test_a_java_accessor_in_on_agent_finish_says_it_is_a_field() -> None:
+    message = _failure(_FinishAccessor())
+    assert message == ("_FinishAccessor.on_agent_finish(): result is a field: write "
+                       "outcome.result, without the parentheses of Java's record accessor "
+                       "(AgentFinishOutcome.result holds a Msg, which cannot be called)")
+
+
+def test_any_other_type_error_of_a_hook_is_left_as_it_is() -> None:
+    boom = TypeError("'tuple' object is not callable")
+
+    class Raises(MiddlewareBase):
+        def on_model_call(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+            raise boom
+
+    class Calls(MiddlewareBase):
+        def on_model_call(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+            handlers = input.messages
+            return handlers(input)  # a local name called, not a field
+
+    agent = make_agent(ScriptedModel(["x"]), middlewares=[Raises()])
+    with pytest.raises(TypeError) as info:
+        agent.call_sync("hi")
+    assert info.value is boom
+    assert _failure(Calls()) == "'tuple' object is not callable"
