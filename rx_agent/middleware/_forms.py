@@ -18,7 +18,14 @@ from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from .._rx import DirectObservable, on_loop, running_loop, runtime_loop, subscribe_direct
+from .._rx import (
+    DirectObservable,
+    LeanObservable,
+    on_loop,
+    running_loop,
+    runtime_loop,
+    subscribe_direct,
+)
 from ..errors import RxAgentError
 from ..event import AgentEvent
 from ._explain import field_call
@@ -206,6 +213,8 @@ def awaiting(
                 )
                 return
             if scheduler is None:
+                if type(out) is Observable:  # named in a report of a failing dispose action
+                    out = LeanObservable(out, f"{label}.{point.value}()")
                 inner.disposable = subscribe_direct(
                     out, observer.on_next, observer.on_error, observer.on_completed
                 )

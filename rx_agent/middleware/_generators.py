@@ -141,7 +141,7 @@ class _Run(rxabc.DisposableBase):
             failure = closing
         self.task = None  # the task refers to this run: no cycle left behind
         if self.disposed:
-            if failure is not None and closing is failure:
+            if failure is not None:  # raised by the generator's cleanup: nobody listens
                 _log.warning("%s failed while its generator closed, after the stream was "
                              "disposed: %r", hook.where(), failure, exc_info=failure)
             return

@@ -89,8 +89,9 @@ class Layer(Generic[InputT]):
         # Exact-type checks first: isinstance against RxPY's ABC is the slow path.
         kind = type(out)
         if kind is Observable:
-            # An operator chain: the next layer out subscribes it the lean way.
-            return LeanObservable(out)
+            # An operator chain: the next layer out subscribes it the lean way (and a
+            # failing dispose action of the chain is reported naming this hook).
+            return LeanObservable(out, self)
         if kind in DIRECT_TYPES or kind is LeanObservable:
             return out
         if not isinstance(out, Observable):
@@ -119,6 +120,9 @@ class Layer(Generic[InputT]):
 
     # Java's ``next.apply(input)`` works as written.
     apply = __call__
+
+    def __str__(self) -> str:
+        return f"{self._who}.{self._point.value}()"
 
 
 class Checked(Generic[InputT]):

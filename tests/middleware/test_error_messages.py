@@ -4,11 +4,15 @@ where the wording is the point."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
+import time
 from typing import Any
 
 import pytest
 import reactivex
 from conftest import make_agent
+from reactivex import operators as ops
 
 from rx_agent import (
     ExtensionPoint,
@@ -290,3 +294,116 @@ def test_any_other_type_error_of_a_hook_is_left_as_it_is() -> None:
         agent.call_sync("hi")
     assert info.value is boom
     assert _failure(Calls()) == "'tuple' object is not callable"
+
+
+# -- a callback in a hook's stream that raises ----------------------------------------------------
+
+
+class _FailingCleanup(MiddlewareBase):
+    """``next(input).pipe(ops.finally_action(cleanup))`` whose cleanup raises."""
+
+    def __init__(self, point: ExtensionPoint, *, asynchronous: bool = False) -> None:
+        self.point, self.asynchronous = point, asynchronous
+
+    def active_points(self):  # type: ignore[no-untyped-def]
+        return {self.point}
+
+    def _chain(self, input: Any, next: Any) -> Any:
+        def cleanup() -> None:
+            raise RuntimeError("cleanup failed")
+
+        chain = next(input).pipe(ops.finally_action(cleanup), ops.map(lambda e: e))
+        if not self.asynchronous:
+            return chain
+
+        async def later() -> Any:
+            return chain
+
+        return later()
+
+    def on_agent(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return self._chain(input, next)
+
+    def on_reasoning(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return self._chain(input, next)
+
+    def on_model_call(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return self._chain(input, next)
+
+    def on_acting(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        return self._chain(input, next)
+
+
+def _cleanup_reports(caplog: pytest.LogCaptureFixture) -> list[str]:
+    assert not [r for r in caplog.records if r.name == "asyncio"], "an anonymous loop error"
+    return [r.getMessage() for r in caplog.records if r.name == "rx_agent"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("point", [ExtensionPoint.ON_AGENT, ExtensionPoint.ON_REASONING,
+                                   ExtensionPoint.ON_MODEL_CALL, ExtensionPoint.ON_ACTING])
+async def test_a_cleanup_that_raises_is_logged_naming_the_middleware(
+    point: ExtensionPoint, asynchronous: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    agent = make_agent(ScriptedModel([[ToolUseBlock("c1", "clock", {})], "done"]),
+                       toolkit=Toolkit([clock]),
+                       middlewares=[_FailingCleanup(point, asynchronous=asynchronous)])
+    assert (await asyncio.wait_for(agent.acall("hi"), 5)).text == "done"
+    await asyncio.sleep(0.05)  # anything the loop would log late
+    reports = _cleanup_reports(caplog)
+    assert reports, "the failing cleanup was not reported"
+    for report in reports:
+        assert report.startswith(
+            f"_FailingCleanup.{point.value}(): a callback of its stream (a dispose action, "
+            "such as ops.finally_action's) raised after the stream ended or was disposed, "
+            "where the call cannot see it: RuntimeError('cleanup failed') in "
+            "_FailingCleanup._chain.<locals>.cleanup (")
+
+
+def test_a_cleanup_that_raises_when_the_caller_disposes_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    agent = make_agent(ScriptedModel([["a"] * 100], delay=0.01),
+                       middlewares=[_FailingCleanup(ExtensionPoint.ON_MODEL_CALL)])
+    seen = threading.Event()
+    subscription = agent.stream("hi").subscribe(lambda e: seen.set(), lambda e: None)
+    assert seen.wait(5)
+    subscription.dispose()
+    time.sleep(0.1)
+    assert any(r.startswith("_FailingCleanup.on_model_call(): a callback of its stream")
+               for r in _cleanup_reports(caplog))
+
+
+class _GeneratorCleanup(MiddlewareBase):
+    async def on_model_call(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+        try:
+            async for event in next(input):
+                yield event
+        finally:
+            raise RuntimeError("generator cleanup failed")
+
+
+def test_a_generator_whose_finally_raises_fails_the_call() -> None:
+    agent = make_agent(ScriptedModel(["x"]), middlewares=[_GeneratorCleanup()])
+    with pytest.raises(RuntimeError, match="generator cleanup failed"):
+        agent.call_sync("hi")
+
+
+def test_a_generator_whose_finally_raises_after_disposal_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    agent = make_agent(ScriptedModel([["a"] * 100], delay=0.01),
+                       middlewares=[_GeneratorCleanup()])
+    seen = threading.Event()
+    subscription = agent.stream("hi").subscribe(lambda e: seen.set(), lambda e: None)
+    assert seen.wait(5)
+    subscription.dispose()
+    deadline = time.monotonic() + 5
+    while not _cleanup_reports(caplog) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    [report] = _cleanup_reports(caplog)
+    assert report == ("_GeneratorCleanup.on_model_call() failed while its generator closed, "
+                      "after the stream was disposed: RuntimeError('generator cleanup failed')")
