@@ -2,13 +2,14 @@
 
 from ._call import ToolCallHandle, current_tool_call
 from ._execute import execute
-from .toolkit import Permission, Tool, ToolArgumentError, Toolkit, tool
+from .toolkit import Permission, Tool, ToolArgumentError, ToolDefinitionWarning, Toolkit, tool
 
 __all__ = [
     "Permission",
     "Tool",
     "ToolArgumentError",
     "ToolCallHandle",
+    "ToolDefinitionWarning",
     "Toolkit",
     "current_tool_call",
     "execute",

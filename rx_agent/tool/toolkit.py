@@ -23,17 +23,20 @@ from ..context import RuntimeContext
 from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
 from ._schema import (
+    ToolDefinitionWarning,
+    check_default,
     has_alias,
     reserved,
     split_docstring,
     strip_titles,
     type_name,
     validation_problems,
+    warn_definition,
 )
 from ._threads import tool_threads
 from ._values import check_timeout as _check_timeout
 
-__all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
+__all__ = ["Permission", "Tool", "ToolArgumentError", "ToolDefinitionWarning", "Toolkit", "tool"]
 
 
 _PERMISSIONS = ("allow", "ask", "deny")
@@ -82,6 +85,10 @@ class Tool:
                 raise TypeError(f"tool rules must be PermissionRule, got {type(rule).__name__}")
         summary, param_docs = split_docstring(inspect.getdoc(fn))
         self.description = description if description is not None else summary
+        # What the model will miss (warned when a toolkit registers the tool).
+        self.definition_problems: list[str] = [] if self.description.strip() else [
+            "it has no description (no docstring), so the model knows it by its name "
+            "alone: write a docstring, or pass description=..."]
         self._build_model(fn, param_docs)
         self.is_async_gen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or (
@@ -105,6 +112,7 @@ class Tool:
         names: list[tuple[str, str]] = []  # (field name, parameter name)
         ctx_params: list[str] = []
         positional: list[str] = []
+        unhinted: list[str] = []
         for index, (pname, param) in enumerate(sig.parameters.items()):
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 continue
@@ -115,6 +123,12 @@ class Tool:
                 ctx_params.append(pname)
                 continue
             default = ... if param.default is param.empty else param.default
+            if pname not in hints:
+                unhinted.append(pname)
+            note = check_default(self.name, pname, annotation,
+                                 default.default if isinstance(default, FieldInfo) else default)
+            if note is not None:
+                self.definition_problems.append(note)
             info: Any
             if isinstance(default, FieldInfo):
                 if default.description is None and pname in docs:
@@ -145,6 +159,14 @@ class Tool:
             schema = model.model_json_schema()
         except Exception as exc:
             raise self._schema_error(fields, dict(names), exc) from exc
+        if unhinted:
+            listed = ", ".join(repr(n) for n in unhinted)
+            self.definition_problems.insert(0, (
+                f"{'parameters' if len(unhinted) > 1 else 'parameter'} {listed} "
+                f"{'have' if len(unhinted) > 1 else 'has'} no type hint, so the model is "
+                f"told nothing of {'their types' if len(unhinted) > 1 else 'its type'} and "
+                f"any JSON value passes: annotate {'them' if len(unhinted) > 1 else 'it'} "
+                f"(`{unhinted[0]}: str`, say)"))
         self._args_model = model
         self._fields: tuple[tuple[str, str], ...] = tuple(names)
         self.context_params: tuple[str, ...] = tuple(ctx_params)
@@ -385,6 +407,7 @@ class Toolkit:
         )
         if spec.name in self._tools:
             raise ValueError(f"a tool named {spec.name!r} is already registered")
+        warn_definition(spec.name, spec.definition_problems)
         self._tools[spec.name] = spec
         return spec
 
