@@ -152,11 +152,8 @@ class DataBlockDeltaEvent(AgentEvent):
     reply_id: str
     block_id: str
     delta: str = Field(description="A base64 chunk of the block's bytes.")
-
     @property
-    def data(self) -> str:
-        """``delta`` under AgentScope Python's name (its events carry the chunk as
-        ``data``), so a ported TTS consumer reads either."""
+    def data(self) -> str:  # ``delta``, by AgentScope Python's name
         return self.delta
 
 

@@ -88,3 +88,6 @@ class AgentConfig:
     limit); past it the call is cancelled and the model gets an error result."""
     durable: bool = False
     """Whether the store is durable (leases, versions, checkpoints); set by the agent."""
+    loop_lag: float | None = None
+    """Seconds the event loop may stall during a call before the watchdog names the
+    tool or hook that blocked it (``None``: off)."""

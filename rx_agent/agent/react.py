@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._record import install_java_names, java_attribute_error, java_name_hint
+from .._record import install_java_names
 from ..context import RuntimeContext
 from ..message import Msg
 from ..middleware._plan import ExecutionPlan
@@ -47,7 +46,9 @@ from ._checks import (
     check_str,
     check_toolkit,
     interrupt_message,
+    keyword_hint,
     show,
+    unknown_setter,
 )
 from ._closing import aclose_toolkit, close_toolkit
 from ._config import AgentConfig, FailoverListener, RetryPolicy
@@ -56,35 +57,11 @@ from ._extensions import enable_tasks
 from ._hitl import ResumeError
 from ._slots import SessionSlots
 from ._subagent import agent_tool
+from ._watchdog import env_threshold
 
 __all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]
 
 
-# Keywords other agent libraries use (AgentScope Python's ``system_prompt``, a
-# ``tools`` list) and what they are called here: (constructor form, builder form).
-_SLIPS: dict[str, tuple[str, str]] = {
-    "system_prompt": ("sys_prompt", "sys_prompt"),
-    "systemPrompt": ("sys_prompt", "sys_prompt"),
-    "instructions": ("sys_prompt", "sys_prompt"),
-    "prompt": ("sys_prompt", "sys_prompt"),
-    "tools": ("toolkit=Toolkit([...])", "toolkit(Toolkit([...]))"),
-    "middleware": ("middlewares", "middleware"),
-    "plugin": ("plugins", "plugin"),
-    "max_iterations": ("max_iters", "max_iters"),
-    "fallback": ("fallback_model", "fallback_model"),
-}
-
-
-def _keyword_hint(key: str) -> str | None:
-    """The constructor keyword a Java-style or another library's name means."""
-    slip = _SLIPS.get(key)
-    if slip is not None:
-        return slip[0]
-    hint = java_name_hint(ReActAgentBuilder, key)
-    if hint is not None and hint in _INIT_PARAMS:
-        return hint
-    close = difflib.get_close_matches(key, _INIT_PARAMS, n=1, cutoff=0.8)
-    return close[0] if close else None
 
 
 class ReActAgent(Calling):
@@ -117,6 +94,7 @@ class ReActAgent(Calling):
         conflict_policy: ConflictPolicy | str = ConflictPolicy.FAIL,
         tool_timeout: float | None = None,
         plugins: Iterable[Plugin] = (),
+        loop_lag_threshold: float | None = None,
     ) -> None:
         check_name(name)
         check_model("model", model)
@@ -171,6 +149,8 @@ class ReActAgent(Calling):
             tool_timeout=None if tool_timeout is None
             else check_seconds("tool_timeout", tool_timeout, positive=True),
             durable=is_durable(store),
+            loop_lag=env_threshold() if loop_lag_threshold is None
+            else check_seconds("loop_lag_threshold", loop_lag_threshold, positive=False) or None,
         )
         self._slots = SessionSlots()
 
@@ -181,7 +161,7 @@ class ReActAgent(Calling):
             if kwargs and cls.__init__ is _REACT_INIT:
                 for key in kwargs:
                     if key not in _INIT_PARAMS:
-                        hint = _keyword_hint(key)
+                        hint = keyword_hint(key, _INIT_PARAMS, ReActAgentBuilder)
                         raise TypeError(
                             f"ReActAgent() got an unexpected keyword argument {key!r}"
                             + (f"; did you mean `{hint}`?" if hint else "")
@@ -352,19 +332,7 @@ class ReActAgentBuilder:
     if not TYPE_CHECKING:  # hidden from type checkers: unknown names stay type errors
 
         def __getattr__(self, name: str) -> Any:
-            # Reached for names the class lacks, and for its Java spellings (their
-            # descriptor raised): another library's setter name gets the one here.
-            java = inspect.getattr_static(type(self), name, None)
-            if java is not None and name in type(self)._java_names:
-                raise java_attribute_error(self, name, java.python)
-            slip = _SLIPS.get(name)
-            close = difflib.get_close_matches(name, _SETTERS, n=1, cutoff=0.8) \
-                if slip is None and not name.startswith("_") else []
-            hint = slip[1] if slip is not None else (close[0] if close else None)
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}"
-                + (f"; did you mean `{hint}`?" if hint else "")
-            )
+            raise unknown_setter(self, name, _SETTERS)
 
     def _set(self, key: str, value: Any) -> ReActAgentBuilder:
         self._kwargs[key] = value
@@ -459,6 +427,15 @@ class ReActAgentBuilder:
         if seconds is not None:
             seconds = check_seconds("tool_timeout", seconds, positive=True)
         return self._set("tool_timeout", seconds)
+
+    def loop_lag_threshold(self, seconds: float | None) -> ReActAgentBuilder:
+        """Seconds the event loop may stall during a call before the agent logs a
+        warning naming the tool or hook that blocked it (a ``time.sleep`` in an async
+        tool, say); ``0`` turns it off. Default: the ``RX_AGENT_LOOP_LAG`` environment
+        variable, else off."""
+        if seconds is not None:
+            seconds = check_seconds("loop_lag_threshold", seconds, positive=False)
+        return self._set("loop_lag_threshold", seconds)
 
     def conflict_policy(self, policy: ConflictPolicy | str) -> ReActAgentBuilder:
         """What a save does when a newer writer saved first (default ``FAIL``)."""

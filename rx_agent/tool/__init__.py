@@ -2,7 +2,8 @@
 
 from ._call import ToolCallHandle, current_tool_call
 from ._execute import execute
-from .toolkit import Permission, Tool, ToolArgumentError, ToolDefinitionWarning, Toolkit, tool
+from ._schema import ToolDefinitionWarning
+from .toolkit import Permission, Tool, ToolArgumentError, Toolkit, tool
 
 __all__ = [
     "Permission",

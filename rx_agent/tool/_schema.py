@@ -19,6 +19,7 @@ from pydantic_core import PydanticUndefined
 __all__ = [
     "ToolDefinitionWarning",
     "check_default",
+    "definition_problems",
     "has_alias",
     "reserved",
     "split_docstring",
@@ -103,6 +104,32 @@ def validation_problems(exc: Any, root: str = "(arguments)", limit: int | None =
 
 
 _LENIENT = ConfigDict(arbitrary_types_allowed=True)
+
+
+def definition_problems(
+    tool: str, description: str, parameters: list[tuple[str, bool, Any, Any]]
+) -> list[str]:
+    """What the model will miss of a tool (warned when a toolkit registers it), from
+    its description and its ``(name, hinted, annotation, default)`` parameters; a
+    default its hint refuses raises ``TypeError``."""
+    problems = []
+    unhinted = [name for name, hinted, _, _ in parameters if not hinted]
+    if unhinted:
+        many = len(unhinted) > 1
+        problems.append(
+            f"{'parameters' if many else 'parameter'} {', '.join(map(repr, unhinted))} "
+            f"{'have' if many else 'has'} no type hint, so the model is told nothing of "
+            f"{'their types' if many else 'its type'} and any JSON value passes: annotate "
+            f"{'them' if many else 'it'} (`{unhinted[0]}: str`, say)")
+    if not description.strip():
+        problems.append("it has no description (no docstring), so the model knows it by "
+                        "its name alone: write a docstring, or pass description=...")
+    for name, _, annotation, default in parameters:
+        value = default.default if isinstance(default, FieldInfo) else default
+        note = check_default(tool, name, annotation, value)
+        if note is not None:
+            problems.append(note)
+    return problems
 
 
 def check_default(tool: str, name: str, annotation: Any, default: Any) -> str | None:

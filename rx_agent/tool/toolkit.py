@@ -22,9 +22,9 @@ from pydantic.fields import FieldInfo
 from ..context import RuntimeContext
 from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
+from ._codes import remember_code
 from ._schema import (
-    ToolDefinitionWarning,
-    check_default,
+    definition_problems,
     has_alias,
     reserved,
     split_docstring,
@@ -36,7 +36,7 @@ from ._schema import (
 from ._threads import tool_threads
 from ._values import check_timeout as _check_timeout
 
-__all__ = ["Permission", "Tool", "ToolArgumentError", "ToolDefinitionWarning", "Toolkit", "tool"]
+__all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
 
 
 _PERMISSIONS = ("allow", "ask", "deny")
@@ -85,16 +85,13 @@ class Tool:
                 raise TypeError(f"tool rules must be PermissionRule, got {type(rule).__name__}")
         summary, param_docs = split_docstring(inspect.getdoc(fn))
         self.description = description if description is not None else summary
-        # What the model will miss (warned when a toolkit registers the tool).
-        self.definition_problems: list[str] = [] if self.description.strip() else [
-            "it has no description (no docstring), so the model knows it by its name "
-            "alone: write a docstring, or pass description=..."]
         self._build_model(fn, param_docs)
         self.is_async_gen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or (
             not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__)
         )
         functools.update_wrapper(self, fn)
+        remember_code(fn, self.name)
 
     def _build_model(self, fn: Callable[..., Any], docs: dict[str, str]) -> None:
         """Set the arguments model, the JSON schema and how arguments reach ``fn``.
@@ -112,7 +109,7 @@ class Tool:
         names: list[tuple[str, str]] = []  # (field name, parameter name)
         ctx_params: list[str] = []
         positional: list[str] = []
-        unhinted: list[str] = []
+        checked: list[tuple[str, bool, Any, Any]] = []  # what the model will miss
         for index, (pname, param) in enumerate(sig.parameters.items()):
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 continue
@@ -123,12 +120,7 @@ class Tool:
                 ctx_params.append(pname)
                 continue
             default = ... if param.default is param.empty else param.default
-            if pname not in hints:
-                unhinted.append(pname)
-            note = check_default(self.name, pname, annotation,
-                                 default.default if isinstance(default, FieldInfo) else default)
-            if note is not None:
-                self.definition_problems.append(note)
+            checked.append((pname, pname in hints, annotation, default))
             info: Any
             if isinstance(default, FieldInfo):
                 if default.description is None and pname in docs:
@@ -159,14 +151,7 @@ class Tool:
             schema = model.model_json_schema()
         except Exception as exc:
             raise self._schema_error(fields, dict(names), exc) from exc
-        if unhinted:
-            listed = ", ".join(repr(n) for n in unhinted)
-            self.definition_problems.insert(0, (
-                f"{'parameters' if len(unhinted) > 1 else 'parameter'} {listed} "
-                f"{'have' if len(unhinted) > 1 else 'has'} no type hint, so the model is "
-                f"told nothing of {'their types' if len(unhinted) > 1 else 'its type'} and "
-                f"any JSON value passes: annotate {'them' if len(unhinted) > 1 else 'it'} "
-                f"(`{unhinted[0]}: str`, say)"))
+        self.definition_problems = definition_problems(self.name, self.description, checked)
         self._args_model = model
         self._fields: tuple[tuple[str, str], ...] = tuple(names)
         self.context_params: tuple[str, ...] = tuple(ctx_params)

@@ -336,7 +336,8 @@ class _FailingCleanup(MiddlewareBase):
 
 def _cleanup_reports(caplog: pytest.LogCaptureFixture) -> list[str]:
     assert not [r for r in caplog.records if r.name == "asyncio"], "an anonymous loop error"
-    return [r.getMessage() for r in caplog.records if r.name == "rx_agent"]
+    return [r.getMessage() for r in caplog.records
+            if r.name == "rx_agent" and "cleanup failed" in r.getMessage()]
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
