@@ -227,6 +227,7 @@ class _Iteration:
         self.buffer: deque[Any] = deque()
         self.end: Any = None  # _DONE, or the stream's error
         self.waiter: asyncio.Future[None] | None = None
+        self.subscription: rxabc.DisposableBase | None = None
         run.streams.append(self)
         scheduler = run.scheduler
         if scheduler is None:
@@ -284,4 +285,8 @@ class _Iteration:
     def close(self) -> None:
         if self.end is None:
             self.end = _DONE
-        self.subscription.dispose()
+        # Dropped once disposed: the producer may keep its observer (this iteration's
+        # callbacks), which would make a cycle through the subscription.
+        subscription, self.subscription = self.subscription, None
+        if subscription is not None:
+            subscription.dispose()

@@ -584,3 +584,25 @@ def test_data_block_delta_answers_data_as_well_as_delta() -> None:
     event = DataBlockDeltaEvent(reply_id="r", block_id="b", delta="AAEC")
     assert event.data == event.delta == "AAEC"
     assert "data" not in event.model_dump()  # the wire format is unchanged
+
+
+async def test_a_finished_call_with_generator_hooks_leaves_no_cycle() -> None:
+    import gc
+
+    class Relay(MiddlewareBase):
+        async def on_model_call(self, agent, ctx, input, next):  # type: ignore[no-untyped-def, override]
+            async for event in next(input):
+                yield event
+
+    agent = make_agent(ScriptedModel(["x"] * 30), middlewares=[Relay(), Relay()])
+    for _ in range(3):
+        await acall(agent)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(10):
+            await acall(agent)
+        left = gc.collect()
+    finally:
+        gc.enable()
+    assert left == 0  # reference counting freed every call
