@@ -1,9 +1,11 @@
 """How the plan calls a hook: the signature forms it accepts, and ``async def`` hooks.
 
-A hook may be written as SEMANTICS.md pins it (``(agent, ctx, input, next)``) or, as
-some Java examples write it, without ``ctx``; the form is read once per function at
+A hook may be written with the pinned signature (``(agent, ctx, input, next)``) or,
+as some Java examples write it, without ``ctx``; the form is read once per function at
 build time and only the ctx-less form pays for an adapter. An ``async def`` onion
-hook is awaited per subscription before its Observable is subscribed.
+hook is awaited per subscription before its Observable is subscribed (an async
+generator hook is :mod:`._generators`'). Names other ports keep by mistake
+(``onModelCall``, ``on_reply``) are listed here for the plan to refuse.
 """
 
 from __future__ import annotations
