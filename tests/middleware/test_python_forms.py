@@ -40,7 +40,7 @@ def _texts(events: list[Any]) -> list[str]:
     return [e.delta for e in of_type(events, TextBlockDeltaEvent)]
 
 
-# -- the guide's FullObservabilityMiddleware: every point, written as async generators -----------
+# -- AgentScope Python's FullObservabilityMiddleware: every point, as async generators ----------
 
 
 class FullObservability(MiddlewareBase):
@@ -144,7 +144,7 @@ def test_operators_on_next_keep_it_iterable() -> None:
     assert agent.call_sync().text == "ab"
 
 
-# -- the guide's execution order: the first middleware is outermost ------------------------------
+# -- AgentScope Python's execution order: the first middleware is outermost ---------------------
 
 
 class Say(MiddlewareBase):
@@ -186,7 +186,7 @@ def test_generator_and_rx_hooks_compose_in_one_chain() -> None:
     assert log == ["rx_pre", "gen_pre", "gen_event", "gen_post", "rx_post"]
 
 
-# -- the guide's practical examples: timing, rate limit, dynamic prompt, fallback, continue ------
+# -- AgentScope Python's examples: timing, rate limit, dynamic prompt, fallback, continue --------
 
 
 class Timing(MiddlewareBase):
@@ -275,7 +275,7 @@ def test_model_fallback_middleware_catches_the_error_at_async_for() -> None:
 
 
 class ContinueOnce(MiddlewareBase):
-    """The guide's ContinueOnceMiddleware: ask for one more round before finishing."""
+    """AgentScope Python's ContinueOnceMiddleware: one more round before finishing."""
 
     def __init__(self) -> None:
         self.continued = False
