@@ -133,13 +133,14 @@ if TYPE_CHECKING:
     from .model.tts import TTSModel
     from .session import RedisSessionStore, SqliteSessionStore, session_store_from_url
     from .tool.mcp import McpToolSource
-    from .tracing import OtelTracingMiddleware
+    from .tracing import OtelTracingMiddleware, TracingMiddleware
 
 # Names whose modules pull optional dependencies (httpx, the OpenTelemetry SDK) or
 # are rarely needed load on first access.
 _LAZY = {
     "OpenAIChatModel": "rx_agent.model.openai",
     "OtelTracingMiddleware": "rx_agent.tracing",
+    "TracingMiddleware": "rx_agent.tracing",
     "FinalAnswerFilterMiddleware": "rx_agent.builtin.final_answer",
     "TaskReminderMiddleware": "rx_agent.builtin.tasks",
     "TodoTools": "rx_agent.builtin.tasks",
@@ -303,6 +304,7 @@ __all__ = [
     "ToolResultTextDeltaEvent",
     "ToolUseBlock",
     "Toolkit",
+    "TracingMiddleware",
     "UserConfirmResultEvent",
     "VectorKnowledge",
     "__version__",

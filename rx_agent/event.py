@@ -152,6 +152,9 @@ class DataBlockDeltaEvent(AgentEvent):
     reply_id: str
     block_id: str
     delta: str = Field(description="A base64 chunk of the block's bytes.")
+    @property
+    def data(self) -> str:  # ``delta``, by AgentScope Python's name
+        return self.delta
 
 
 class DataBlockEndEvent(AgentEvent):

@@ -11,6 +11,7 @@ middleware's operator chain take one :class:`LeanSink` each
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import types
 from collections.abc import Callable, Collection
@@ -29,6 +30,7 @@ __all__ = [
     "LeanObservable",
     "LeanSink",
     "Subscribe",
+    "callback_failed",
     "lean_subscribe",
     "refuse_blocking_run",
     "running_loop",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+_log = logging.getLogger("rx_agent")
 
 Subscribe = Callable[[abc.ObserverBase[T], abc.SchedulerBase | None], abc.DisposableBase]
 
@@ -126,14 +130,16 @@ class LeanSink:
     Disposal may come from any thread: it only sets a flag and disposes the upstream
     (which RxPY and the runtime make idempotent)."""
 
-    __slots__ = ("_completed", "_done", "_error", "on_next", "upstream")
+    __slots__ = ("_completed", "_done", "_error", "on_next", "source", "upstream")
 
-    def __init__(self, on_next: Any, on_error: Any, on_completed: Any) -> None:
+    def __init__(self, on_next: Any, on_error: Any, on_completed: Any,
+                 source: object = None) -> None:
         self.on_next = on_next
         self._error = on_error
         self._completed = on_completed
         self._done = False
         self.upstream: abc.DisposableBase | None = None
+        self.source = source  # what the stream is, for a report (a hook's layer)
 
     def on_error(self, error: Exception) -> None:
         if self._done:
@@ -143,7 +149,7 @@ class LeanSink:
         try:
             fn(error)
         finally:
-            self._detach()
+            self._release()
 
     def on_completed(self) -> None:
         if self._done:
@@ -153,11 +159,22 @@ class LeanSink:
         try:
             fn()
         finally:
-            self._detach()
+            self._release()
 
     def dispose(self) -> None:
         self._done = True
-        self._detach()
+        self._release()
+
+    def _release(self) -> None:
+        # A dispose action of the stream this sink subscribed (``ops.finally_action``)
+        # that raises has nowhere to go once the stream ended: the producer is a model
+        # stream or a loop callback. It is logged naming the stream and the code,
+        # instead of reaching the loop as an anonymous "Exception in callback"
+        # (Reactor drops an error of ``doFinally`` the same way).
+        try:
+            self._detach()
+        except Exception as exc:
+            callback_failed(exc, self.source)
 
     def _detach(self) -> None:
         self.on_next = self._completed = self._error = _noop
@@ -174,20 +191,39 @@ abc.ObserverBase.register(LeanSink)
 abc.DisposableBase.register(LeanSink)
 
 
+def callback_failed(exc: Exception, source: object) -> None:
+    """Log an exception a callback raised after its stream's terminal signal, naming
+    the code that raised it and, when known, the stream (``str(source)``)."""
+    tb = exc.__traceback__
+    where = ""
+    if tb is not None:
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code
+        where = f" in {code.co_qualname} ({code.co_filename}:{tb.tb_lineno})"
+    stream = f"{source}: a callback of its stream" if source is not None else \
+        "a callback of a stream"
+    _log.warning("%s (a dispose action, such as ops.finally_action's) raised after the "
+                 "stream ended or was disposed, where the call cannot see it: %r%s",
+                 stream, exc, where, exc_info=exc)
+
+
 def lean_subscribe(
     subscribe: Subscribe[T],
     on_next: Any,
     on_error: Any,
     on_completed: Any,
     scheduler: abc.SchedulerBase | None,
+    source: object = None,
 ) -> abc.DisposableBase:
     """Call ``subscribe`` with one :class:`LeanSink` (arguments as RxPY's
-    ``Observable.subscribe`` takes them) and return the sink as the disposable."""
+    ``Observable.subscribe`` takes them) and return the sink as the disposable;
+    ``source`` names the stream in a report of a failing dispose action."""
     if type(on_next) not in _CALLBACKS and hasattr(on_next, "on_next"):
         observer = on_next
         on_next, on_error, on_completed = (observer.on_next, observer.on_error,
                                            observer.on_completed)
-    sink = LeanSink(on_next or _noop, on_error or default_error, on_completed or _noop)
+    sink = LeanSink(on_next or _noop, on_error or default_error, on_completed or _noop, source)
     try:
         upstream = subscribe(sink, scheduler)  # type: ignore[arg-type]
     except Exception as exc:
@@ -217,6 +253,7 @@ def subscribe_top(
     on_error: Any,
     on_completed: Any,
     scheduler: abc.SchedulerBase | None,
+    source: object = None,
 ) -> abc.DisposableBase:
     """:func:`lean_subscribe`, inside RxPY's trampoline on this thread.
 
@@ -232,10 +269,10 @@ def subscribe_top(
         return Observable(subscribe).subscribe(
             on_next, on_error, on_completed, scheduler=scheduler)
     if not idle:
-        return lean_subscribe(subscribe, on_next, on_error, on_completed, scheduler)
+        return lean_subscribe(subscribe, on_next, on_error, on_completed, scheduler, source)
     tramp._idle = False
     try:
-        sink = lean_subscribe(subscribe, on_next, on_error, on_completed, scheduler)
+        sink = lean_subscribe(subscribe, on_next, on_error, on_completed, scheduler, source)
         if tramp._queue.items:
             tramp._run()
     finally:
@@ -310,9 +347,10 @@ class LeanObservable(_Light[T]):
     path, which sets up the trampoline (so ``take(3)`` over an endless synchronous
     source stops after three items)."""
 
-    def __init__(self, inner: Observable[T]) -> None:
+    def __init__(self, inner: Observable[T], source: object = None) -> None:
         self._subscribe = None
         self.inner = inner
+        self.source = source  # str(source) names the hook in a report
 
     def _subscribe_core(
         self, observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
@@ -331,7 +369,7 @@ class LeanObservable(_Light[T]):
         if type(inner).subscribe is not _RX_SUBSCRIBE:
             return inner.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
         return subscribe_top(inner._subscribe_core, on_next, on_error, on_completed,
-                             scheduler)
+                             scheduler, self.source)
 
     def run(self, scheduler: abc.SchedulerBase | None = None) -> T:
         return self.inner.run(scheduler)
@@ -361,12 +399,14 @@ def subscribe_observer(source: Observable[T], observer: Any) -> abc.DisposableBa
         except Exception as exc:
             observer.on_error(exc)
             return _NOTHING
+    named: object = None
     if kind is LeanObservable:
+        named = source.source  # type: ignore[attr-defined]
         source = source.inner  # type: ignore[attr-defined]
         kind = type(source)
     if kind.subscribe is _RX_SUBSCRIBE:
         return subscribe_top(source._subscribe_core, observer.on_next, observer.on_error,
-                             observer.on_completed, None)
+                             observer.on_completed, None, named)
     return source.subscribe(observer)
 
 

@@ -243,13 +243,16 @@ class MessageAccumulator:
     (a retry) leaves the message of the last call.
     """
 
-    __slots__ = ("_by_key", "usage")
+    __slots__ = ("_by_key", "unused", "usage")
 
     def __init__(self) -> None:
         # The parts by key, in the order they started (a dict keeps it; an empty one
         # is no work for the garbage collector while a call waits for its model).
         self._by_key: dict[str, _Part] = {}
         self.usage: ChatUsage | None = None
+        # The last item fed that does not change the message: an error naming where a
+        # non-event came from asks whether it passed here.
+        self.unused: Any = None
 
     def reset(self) -> None:
         self._by_key = {}
@@ -268,6 +271,8 @@ class MessageAccumulator:
         handler = _FEED.get(type(event))
         if handler is not None:
             handler(self, event)
+        else:
+            self.unused = event
 
     @property
     def empty(self) -> bool:

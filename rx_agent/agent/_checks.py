@@ -7,10 +7,12 @@ where a common slip is recognisable, the fix.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
+from .._record import java_attribute_error, java_name_hint
 from .._text import check_value
 from ..context import RuntimeContext
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
@@ -45,8 +47,10 @@ __all__ = [
     "check_str",
     "check_toolkit",
     "interrupt_message",
+    "keyword_hint",
     "normalize",
     "show",
+    "unknown_setter",
 ]
 
 AgentInputLike = (
@@ -277,3 +281,45 @@ def check_plugin(value: object, where: str) -> Plugin:
 def check_plugins(values: object, label: str) -> list[Plugin]:
     items = _sequence(values, label, Plugin, "plugins; use plugin(p) for one", "Plugin")
     return [check_plugin(p, f"{label} item #{i} must be a Plugin") for i, p in enumerate(items)]
+
+
+# Keywords other agent libraries use (AgentScope Python's ``system_prompt``, a
+# ``tools`` list) and what they are called here: (constructor form, builder form).
+_SLIPS: dict[str, tuple[str, str]] = {
+    "system_prompt": ("sys_prompt", "sys_prompt"),
+    "systemPrompt": ("sys_prompt", "sys_prompt"),
+    "instructions": ("sys_prompt", "sys_prompt"),
+    "prompt": ("sys_prompt", "sys_prompt"),
+    "tools": ("toolkit=Toolkit([...])", "toolkit(Toolkit([...]))"),
+    "middleware": ("middlewares", "middleware"),
+    "plugin": ("plugins", "plugin"),
+    "max_iterations": ("max_iters", "max_iters"),
+    "fallback": ("fallback_model", "fallback_model"),
+}
+
+
+def keyword_hint(key: str, params: Collection[str], builder: type) -> str | None:
+    """The constructor keyword an unknown ``key`` means: another library's name, a
+    Java spelling (as ``builder`` knows them) or a near miss."""
+    slip = _SLIPS.get(key)
+    if slip is not None:
+        return slip[0]
+    hint = java_name_hint(builder, key)
+    if hint is not None and hint in params:
+        return hint
+    close = difflib.get_close_matches(key, params, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def unknown_setter(builder: object, name: str, setters: Collection[str]) -> AttributeError:
+    """The error for ``builder.name``, which the builder lacks (or spells the Java way)."""
+    cls = type(builder)
+    java = inspect.getattr_static(cls, name, None)
+    if java is not None and name in getattr(cls, "_java_names", ()):
+        return java_attribute_error(builder, name, java.python)
+    slip = _SLIPS.get(name)
+    close = difflib.get_close_matches(name, setters, n=1, cutoff=0.8) \
+        if slip is None and not name.startswith("_") else []
+    hint = slip[1] if slip is not None else (close[0] if close else None)
+    return AttributeError(f"{cls.__name__!r} object has no attribute {name!r}"
+                          + (f"; did you mean `{hint}`?" if hint else ""))

@@ -91,3 +91,6 @@ class AgentConfig:
     """Whether the store is durable (leases, versions, checkpoints); set by the agent."""
     permission_handler: PermissionHandler | None = None
     """Asked about each "ask" tool call before the reply pauses for a human."""
+    loop_lag: float | None = None
+    """Seconds the event loop may stall during a call before the watchdog names the
+    tool or hook that blocked it (``None``: off)."""

@@ -50,6 +50,7 @@ from ._durable import DurableHold
 from ._loop import ReActLoop
 from ._slots import SessionSlots
 from ._steps import EVENT_TYPES, CallScope, is_event
+from ._watchdog import watch
 
 __all__ = ["Phase", "Run"]
 
@@ -171,14 +172,19 @@ class Run(rxabc.DisposableBase):
         refuse_blocking_run(scheduler)
         scope = self.scope
         loop = running_loop()
+        lag = self.config.loop_lag
         if loop is not None:
             where = affinity(loop)
             scope.loop, scope.affinity, self.thread = loop, where, where.thread
+            if lag is not None:
+                watch(where, lag)
             self._start(observer)
         else:
             loop = runtime_loop()
             where = affinity(loop)
             scope.loop, scope.affinity, self.thread = loop, where, where.thread
+            if lag is not None:
+                watch(where, lag)
             where.hop(self._start, observer)
         return self  # the subscription: dispose() is thread-safe
 

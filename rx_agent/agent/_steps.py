@@ -148,7 +148,7 @@ class _HookedSink(_StepSink):
         if future.done():  # cut short: late events of a cancelled step
             return
         if type(event) not in EVENT_TYPES and not is_event(event):
-            future.set_exception(self.scope.not_an_event(self.point, event))
+            future.set_exception(self.scope.not_an_event(self.point, event, self.rnd))
             return
         if type(event) in _CONTROL_TYPES:
             self.scope._control(event, self.acting)
@@ -328,19 +328,13 @@ class CallScope:
             assert isinstance(event, RequestContinueEvent)
             self.continue_request = event
 
-    def not_an_event(self, point: ExtensionPoint, item: Any) -> TypeError:
-        plan = self.config.plan
-        # Items of on_model_call reach the reasoning step's check too.
-        points = (point, ExtensionPoint.ON_MODEL_CALL) if point is ExtensionPoint.ON_REASONING \
-            else (point,)
-        who = ", ".join(
-            f"{label}.{p.value}()" for p in points for label in plan.labels(p)
-        ) or "the runtime"
-        return TypeError(
-            f"{who} emitted {type(item).__name__} {item!r:.80}, not an AgentEvent, into the "
-            f"{point.value} stream (a port of Mono.delay(...).thenMany(...) emits the "
-            "timer's 0: drop it with ops.ignore_elements() or use ops.flat_map)"
-        )
+    def not_an_event(self, point: ExtensionPoint, item: Any, rnd: Any = None) -> TypeError:
+        # Items of on_model_call reach the reasoning step's check too: the round's model
+        # call accumulator kept the last item it had no use for.
+        acc = getattr(rnd, "acc", None)
+        if point is ExtensionPoint.ON_REASONING and acc is not None and acc.unused is item:
+            point = ExtensionPoint.ON_MODEL_CALL
+        return self.config.plan.not_an_event(point, item)
 
     # -- ending a reply ----------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._record import install_java_names, java_name_hint
+from .._record import install_java_names
 from ..context import RuntimeContext
 from ..message import Msg
 from ..middleware._plan import ExecutionPlan
@@ -46,7 +46,9 @@ from ._checks import (
     check_str,
     check_toolkit,
     interrupt_message,
+    keyword_hint,
     show,
+    unknown_setter,
 )
 from ._closing import aclose_toolkit, close_toolkit
 from ._config import AgentConfig, FailoverListener, RetryPolicy
@@ -56,16 +58,11 @@ from ._hitl import ResumeError
 from ._permission_handler import PermissionHandler, check_permission_handler
 from ._slots import SessionSlots
 from ._subagent import agent_tool
+from ._watchdog import env_threshold
 
 __all__ = ["AgentInputLike", "NoResultError", "ReActAgent", "ReActAgentBuilder", "ResumeError"]
 
 
-def _keyword_hint(key: str) -> str | None:
-    """The constructor keyword (or builder setter) a Java-style name means."""
-    hint = java_name_hint(ReActAgentBuilder, key)
-    if hint is not None and hint in _INIT_PARAMS:
-        return hint
-    return None
 
 
 class ReActAgent(Calling):
@@ -99,6 +96,7 @@ class ReActAgent(Calling):
         tool_timeout: float | None = None,
         plugins: Iterable[Plugin] = (),
         permission_handler: PermissionHandler | None = None,
+        loop_lag_threshold: float | None = None,
     ) -> None:
         check_name(name)
         check_model("model", model)
@@ -156,6 +154,8 @@ class ReActAgent(Calling):
             else check_seconds("tool_timeout", tool_timeout, positive=True),
             durable=is_durable(store),
             permission_handler=permission_handler,
+            loop_lag=env_threshold() if loop_lag_threshold is None
+            else check_seconds("loop_lag_threshold", loop_lag_threshold, positive=False) or None,
         )
         self._slots = SessionSlots()
 
@@ -166,7 +166,7 @@ class ReActAgent(Calling):
             if kwargs and cls.__init__ is _REACT_INIT:
                 for key in kwargs:
                     if key not in _INIT_PARAMS:
-                        hint = _keyword_hint(key)
+                        hint = keyword_hint(key, _INIT_PARAMS, ReActAgentBuilder)
                         raise TypeError(
                             f"ReActAgent() got an unexpected keyword argument {key!r}"
                             + (f"; did you mean `{hint}`?" if hint else "")
@@ -336,6 +336,11 @@ class ReActAgentBuilder:
         self._middlewares: list[MiddlewareBase] = []
         self._plugins: list[Plugin] = []
 
+    if not TYPE_CHECKING:  # hidden from type checkers: unknown names stay type errors
+
+        def __getattr__(self, name: str) -> Any:
+            raise unknown_setter(self, name, _SETTERS)
+
     def _set(self, key: str, value: Any) -> ReActAgentBuilder:
         self._kwargs[key] = value
         return self
@@ -430,6 +435,15 @@ class ReActAgentBuilder:
             seconds = check_seconds("tool_timeout", seconds, positive=True)
         return self._set("tool_timeout", seconds)
 
+    def loop_lag_threshold(self, seconds: float | None) -> ReActAgentBuilder:
+        """Seconds the event loop may stall during a call before the agent logs a
+        warning naming the tool or hook that blocked it (a ``time.sleep`` in an async
+        tool, say); ``0`` turns it off. Default: the ``RX_AGENT_LOOP_LAG`` environment
+        variable, else off."""
+        if seconds is not None:
+            seconds = check_seconds("loop_lag_threshold", seconds, positive=False)
+        return self._set("loop_lag_threshold", seconds)
+
     def conflict_policy(self, policy: ConflictPolicy | str) -> ReActAgentBuilder:
         """What a save does when a newer writer saved first (default ``FAIL``)."""
         return self._set("conflict_policy", check_conflict_policy(policy))
@@ -481,6 +495,7 @@ class ReActAgentBuilder:
 
 _REACT_INIT = ReActAgent.__init__
 _INIT_PARAMS = frozenset(inspect.signature(ReActAgent.__init__).parameters) - {"self"}
+_SETTERS = frozenset(n for n in vars(ReActAgentBuilder) if not n.startswith("_"))
 
 # Java spellings (``sysPrompt``, ``maxIters``, ``getName()``) answer with the Python name.
 install_java_names(ReActAgentBuilder)

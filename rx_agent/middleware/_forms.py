@@ -1,9 +1,11 @@
 """How the plan calls a hook: the signature forms it accepts, and ``async def`` hooks.
 
-A hook may be written as SEMANTICS.md pins it (``(agent, ctx, input, next)``) or, as
-some Java examples write it, without ``ctx``; the form is read once per function at
+A hook may be written with the pinned signature (``(agent, ctx, input, next)``) or,
+as some Java examples write it, without ``ctx``; the form is read once per function at
 build time and only the ctx-less form pays for an adapter. An ``async def`` onion
-hook is awaited per subscription before its Observable is subscribed.
+hook is awaited per subscription before its Observable is subscribed (an async
+generator hook is :mod:`._generators`'). Names other ports keep by mistake
+(``onModelCall``, ``on_reply``) are listed here for the plan to refuse.
 """
 
 from __future__ import annotations
@@ -18,12 +20,31 @@ from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from .._rx import DirectObservable, on_loop, running_loop, runtime_loop, subscribe_direct
+from .._rx import (
+    DirectObservable,
+    LeanObservable,
+    on_loop,
+    running_loop,
+    runtime_loop,
+    subscribe_direct,
+)
 from ..errors import RxAgentError
 from ..event import AgentEvent
+from ._explain import field_call
 from .base import ExtensionPoint
 
-__all__ = ["FULL", "JAVA_NAMES", "AsyncHook", "PlanError", "awaiting", "form", "without_ctx"]
+__all__ = [
+    "FULL",
+    "JAVA_NAMES",
+    "OWN_INPUT",
+    "PYTHON_NAMES",
+    "AsyncHook",
+    "BoundNext",
+    "PlanError",
+    "awaiting",
+    "form",
+    "without_ctx",
+]
 
 
 class PlanError(RxAgentError, TypeError):
@@ -54,6 +75,11 @@ JAVA_NAMES = {
     "onAgentFinish": "on_agent_finish",
     "onCompressContext": "on_compress_context",
     "activePoints": "active_points",
+}
+
+# AgentScope Python's hook names that differ from the points here (the others match).
+PYTHON_NAMES = {
+    "on_reply": "on_agent",
 }
 
 FULL, _NO_CTX = 0, 1
@@ -112,6 +138,27 @@ def without_ctx(hook: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+OWN_INPUT: Any = object()
+"""The default of ``next``'s argument: ``next()`` passes the hook's own input on."""
+
+
+class BoundNext:
+    """``next`` for a hook that runs after the layer called it (an ``async def``
+    hook): the layer inside, plus the input the hook was called with, so that
+    ``next()`` (AgentScope Python's ``next_handler()``) passes it on."""
+
+    __slots__ = ("_inner", "_input")
+
+    def __init__(self, inner: Callable[[Any], Observable[AgentEvent]], inp: Any) -> None:
+        self._inner = inner
+        self._input = inp
+
+    def __call__(self, inp: Any = OWN_INPUT) -> Observable[AgentEvent]:
+        return self._inner(self._input if inp is OWN_INPUT else inp)
+
+    apply = __call__  # Java's ``next.apply(input)``
+
+
 class AsyncHook:
     """An ``async def`` onion hook as a plain one: it returns an Observable that, per
     subscription, awaits the hook and then subscribes the Observable it returned."""
@@ -125,7 +172,7 @@ class AsyncHook:
 
     def __call__(self, agent: Any, ctx: Any, inp: Any, inner: Any) -> Observable[AgentEvent]:
         def start() -> Any:
-            return self._hook(agent, ctx, inp, inner)
+            return self._hook(agent, ctx, inp, BoundNext(inner, inp))
 
         return awaiting(start, self._label, self._point)
 
@@ -154,7 +201,7 @@ def awaiting(
                     return
                 if not isinstance(exc, Exception):  # e.g. an inner await was cancelled
                     exc = RuntimeError(f"{label}.{point.value}() raised {exc!r}")
-                observer.on_error(exc)
+                observer.on_error(field_call(exc, f"{label}.{point.value}()"))
                 return
             if disposed:
                 return
@@ -168,6 +215,8 @@ def awaiting(
                 )
                 return
             if scheduler is None:
+                if type(out) is Observable:  # named in a report of a failing dispose action
+                    out = LeanObservable(out, f"{label}.{point.value}()")
                 inner.disposable = subscribe_direct(
                     out, observer.on_next, observer.on_error, observer.on_completed
                 )

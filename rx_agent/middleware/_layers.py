@@ -17,7 +17,8 @@ from reactivex import Observable
 from .._rx import DIRECT_TYPES, LeanObservable
 from ..context import RuntimeContext
 from ..event import AgentEvent
-from ._forms import awaiting
+from ._explain import field_call
+from ._forms import OWN_INPUT, BoundNext, awaiting
 from .base import ExtensionPoint
 from .inputs import (
     ActingInput,
@@ -49,7 +50,7 @@ class Layer(Generic[InputT]):
     that raises into an erroring stream (the caller sees ``on_error``).
     """
 
-    __slots__ = ("_agent", "_ctx", "_hook", "_inner", "_input_type", "_point", "_who")
+    __slots__ = ("_agent", "_ctx", "_hook", "_inner", "_input_type", "_point", "_who", "own")
 
     def __init__(
         self,
@@ -58,7 +59,7 @@ class Layer(Generic[InputT]):
         hook: Callable[..., Observable[AgentEvent]],
         agent: Agent,
         ctx: RuntimeContext,
-        inner: Handler[InputT],
+        inner: Layer[InputT] | Checked[InputT],
     ) -> None:
         self._point = point
         self._who = who
@@ -67,24 +68,30 @@ class Layer(Generic[InputT]):
         self._ctx = ctx
         self._inner = inner
         self._input_type = INPUT_TYPES[point]
+        self.own: Any = OWN_INPUT  # see Checked.own
 
-    def __call__(self, inp: InputT) -> Observable[AgentEvent]:
-        if type(inp) is not self._input_type and not isinstance(inp, self._input_type):
-            return reactivex.throw(
-                TypeError(
-                    f"{self._point.value}: next() was given {type(inp).__name__}, "
-                    f"expected {self._input_type.__name__}"
-                )
-            )
+    def __call__(self, inp: InputT = OWN_INPUT) -> Observable[AgentEvent]:
+        if type(inp) is not self._input_type:
+            if inp is OWN_INPUT:
+                inp = self.own
+            if not isinstance(inp, self._input_type):
+                return _wrong_input(self._point, self._input_type, inp)
+        inner = self._inner
+        # While the hook runs, ``next()`` without an argument passes its input on (two
+        # stores per call; a per-call bound ``next`` would cost an object each time).
+        inner.own = inp
         try:
-            out = self._hook(self._agent, self._ctx, inp, self._inner)
+            out = self._hook(self._agent, self._ctx, inp, inner)
         except Exception as exc:
-            return reactivex.throw(exc)
+            inner.own = OWN_INPUT
+            return reactivex.throw(field_call(exc, f"{self._who}.{self._point.value}()"))
+        inner.own = OWN_INPUT
         # Exact-type checks first: isinstance against RxPY's ABC is the slow path.
         kind = type(out)
         if kind is Observable:
-            # An operator chain: the next layer out subscribes it the lean way.
-            return LeanObservable(out)
+            # An operator chain: the next layer out subscribes it the lean way (and a
+            # failing dispose action of the chain is reported naming this hook).
+            return LeanObservable(out, self)
         if kind in DIRECT_TYPES or kind is LeanObservable:
             return out
         if not isinstance(out, Observable):
@@ -107,35 +114,52 @@ class Layer(Generic[InputT]):
         def start() -> Any:
             if pending:
                 return pending.pop()
-            return self._hook(self._agent, self._ctx, inp, self._inner)
+            return self._hook(self._agent, self._ctx, inp, BoundNext(self._inner, inp))
 
         return start
 
     # Java's ``next.apply(input)`` works as written.
     apply = __call__
 
+    def __str__(self) -> str:
+        return f"{self._who}.{self._point.value}()"
+
 
 class Checked(Generic[InputT]):
     """The innermost ``next``: checks what the innermost middleware passes to the core."""
 
-    __slots__ = ("_core", "_input_type", "_point")
+    __slots__ = ("_core", "_input_type", "_point", "own")
 
     def __init__(self, point: ExtensionPoint, core: Handler[InputT]) -> None:
         self._point = point
         self._core = core
         self._input_type = INPUT_TYPES[point]
+        # The input of the hook running now, set by the layer outside around the hook
+        # call: what ``next()`` without an argument passes on.
+        self.own: Any = OWN_INPUT
 
-    def __call__(self, inp: InputT) -> Observable[AgentEvent]:
-        if not isinstance(inp, self._input_type):
-            return reactivex.throw(
-                TypeError(
-                    f"{self._point.value}: next() was given {type(inp).__name__}, "
-                    f"expected {self._input_type.__name__}"
-                )
-            )
+    def __call__(self, inp: InputT = OWN_INPUT) -> Observable[AgentEvent]:
+        if type(inp) is not self._input_type:
+            if inp is OWN_INPUT:
+                inp = self.own
+            if not isinstance(inp, self._input_type):
+                return _wrong_input(self._point, self._input_type, inp)
         try:
             return self._core(inp)
         except Exception as exc:
             return reactivex.throw(exc)
 
     apply = __call__
+
+
+def _wrong_input(point: ExtensionPoint, expected: type, inp: Any) -> Observable[AgentEvent]:
+    if inp is OWN_INPUT:
+        problem = TypeError(
+            f"{point.value}: next() was called without an input after the hook returned "
+            "(in a callback or a deferred stream); there, pass it: next(input)"
+        )
+    else:
+        problem = TypeError(
+            f"{point.value}: next() was given {type(inp).__name__}, expected {expected.__name__}"
+        )
+    return reactivex.throw(problem)

@@ -17,6 +17,7 @@ from reactivex import operators as ops
 from .._rx import await_observable
 from ..context import AgentState, RuntimeContext
 from ..message import Msg
+from ._explain import field_call
 from .inputs import AgentFinishOutcome
 from .types import Agent
 
@@ -49,18 +50,38 @@ async def system_prompt(
     """``base.strip()`` through each ``on_system_prompt`` hook, left to right."""
     prompt = base.strip()
     for (_mw, hook), label in zip(hooks, labels, strict=True):
-        value = hook(agent, ctx, prompt)
-        if not isinstance(value, str):  # the common case answers a str at once
-            items = await settle(value)
-            if len(items) != 1:
-                raise unexpected(label, "on_system_prompt", f"emitted {len(items)} items",
-                                 "exactly one str")
-            value = items[0]
-            if not isinstance(value, str):
-                raise unexpected(label, "on_system_prompt",
-                                 f"produced {type(value).__name__}", "a str")
+        try:
+            value = hook(agent, ctx, prompt)
+            if not isinstance(value, str):  # the common case answers a str at once
+                value = await _prompt(label, value)
+        except TypeError as exc:
+            better = field_call(exc, f"{label}.on_system_prompt()")
+            if better is exc:
+                raise
+            raise better from exc
         prompt = value
     return prompt
+
+
+_FORGOT = "(did it forget `return current_prompt`?)"
+
+
+async def _prompt(label: str, value: Any) -> str:
+    """An ``on_system_prompt`` answer that is not a ``str``: settled, and checked."""
+    what = "returned None"
+    if value is not None and not isinstance(value, Observable) and inspect.isawaitable(value):
+        value, what = await value, "returned None from its coroutine"
+    if value is None:
+        raise unexpected(label, "on_system_prompt", f"{what} {_FORGOT}", "a str")
+    if isinstance(value, Observable):
+        items = await settle(value)
+        if len(items) != 1:
+            raise unexpected(label, "on_system_prompt", f"emitted {len(items)} items",
+                             "exactly one str")
+        value = items[0]
+    if not isinstance(value, str):
+        raise unexpected(label, "on_system_prompt", f"produced {type(value).__name__}", "a str")
+    return value
 
 
 def notify_state_ready(
@@ -126,7 +147,7 @@ async def notify_finish(
         except Exception as exc:
             if error is not None and exc is not error:
                 exc.__context__ = error
-            return exc
+            return field_call(exc, f"{label}.on_agent_finish()")
     return error
 
 

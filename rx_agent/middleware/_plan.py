@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 
 from ..context import AgentState, RuntimeContext
 from ..message import Msg
-from . import _notify
-from ._forms import FULL, JAVA_NAMES, AsyncHook, PlanError, form, without_ctx
+from . import _explain, _notify
+from ._forms import FULL, JAVA_NAMES, PYTHON_NAMES, AsyncHook, PlanError, form, without_ctx
+from ._generators import AsyncGenHook
 from ._layers import INPUT_TYPES, Checked, Layer
 from .base import OPT_IN, ExtensionPoint, MiddlewareBase
 from .types import Agent, Handler
@@ -117,6 +118,13 @@ class ExecutionPlan:
                     f"{cls.__name__}.{java} is Java's name and would never be called; "
                     f"name the method `{python}`"
                 )
+        for other, ours in PYTHON_NAMES.items():
+            if hasattr(cls, other):
+                raise PlanError(
+                    f"{cls.__name__}.{other} is AgentScope Python's name and would never be "
+                    f"called; did you mean `{ours}`? (it wraps the whole call, as "
+                    f"`{other}` does)"
+                )
         for name, signature in (
             ("order", "def order(self) -> int"),
             ("active_points", "def active_points(self) -> Collection[ExtensionPoint] | None"),
@@ -137,6 +145,15 @@ class ExecutionPlan:
                 f"{label}.{point.value} must be a method, got {type(hook).__name__} {hook!r}"
             )
         adapted = hook if form(label, point, hook) == FULL else without_ctx(hook)
+        if inspect.isasyncgenfunction(hook):
+            if point not in _ONION:
+                answer = ("the prompt (`return current_prompt`)"
+                          if point is ExtensionPoint.ON_SYSTEM_PROMPT else "nothing")
+                raise PlanError(
+                    f"{label}.{point.value} is an async generator, but only onion hooks "
+                    f"yield events: write it as `async def` without `yield`, returning {answer}"
+                )
+            return AsyncGenHook(adapted, label, point)
         if point in _ONION and inspect.iscoroutinefunction(hook):
             adapted = AsyncHook(adapted, label, point)
         return adapted
@@ -246,10 +263,19 @@ class ExecutionPlan:
         hooks = self._hooks[point]
         if not hooks:
             return core
-        handler: Handler[InputT] = Checked(point, core)
+        handler: Layer[InputT] | Checked[InputT] = Checked(point, core)
         for label, hook in reversed(hooks):
             handler = Layer(point, label, hook, agent, ctx, handler)
         return handler
+
+    def not_an_event(self, point: ExtensionPoint, item: Any) -> TypeError:
+        """The error for ``item``, not an ``AgentEvent``, leaving the ``point`` chain:
+        it names the middlewares with a hook there. The reasoning step's check also
+        sees what left ``on_model_call``: without an ``on_reasoning`` hook, that is
+        where it came from."""
+        if point is ExtensionPoint.ON_REASONING and not self._hooks[point]:
+            point = ExtensionPoint.ON_MODEL_CALL
+        return _explain.not_an_event(point, self._hook_labels[point], item)
 
     def finish_hooks(self) -> Sequence[tuple[MiddlewareBase, Any]]:
         return self._hooks[ExtensionPoint.ON_AGENT_FINISH]

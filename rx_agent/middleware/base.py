@@ -79,8 +79,11 @@ class MiddlewareBase:
     Onion hooks (``on_agent``, ``on_reasoning``, ``on_acting``, ``on_model_call``) take
     ``(agent, ctx, input, next)`` and return an ``Observable[AgentEvent]``; call
     ``next(input)`` (or Java's ``next.apply(input)``) zero, one or several times and
-    use any RxPY operator on its stream. An ``async def`` onion hook is awaited when
-    its stream is subscribed, then the Observable it returns is subscribed.
+    use any RxPY operator on its stream; ``next()`` without an argument passes the
+    hook's own input. An ``async def`` onion hook is awaited when its stream is
+    subscribed, then the Observable it returns is subscribed; one that is an async
+    generator (AgentScope Python's form, ``async for e in next(input): yield e``) is
+    run per subscription, and what it yields is its stream.
     ``on_system_prompt`` transforms the prompt (``str``, one-item Observable or
     awaitable). ``on_agent_state_ready`` is a notification (an ``async def`` one is
     awaited before the next participant runs); ``on_agent_finish`` may return an

@@ -4,6 +4,7 @@ from ._call import ToolCallHandle, current_tool_call
 from ._caller import CallerTool, CallerTools
 from ._execute import execute
 from ._middleware import ToolMiddleware, ToolMiddlewareError, ToolNext, answer
+from ._schema import ToolDefinitionWarning
 from .toolkit import Permission, Tool, ToolArgumentError, Toolkit, tool
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "Tool",
     "ToolArgumentError",
     "ToolCallHandle",
+    "ToolDefinitionWarning",
     "ToolMiddleware",
     "ToolMiddlewareError",
     "ToolNext",

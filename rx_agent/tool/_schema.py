@@ -1,16 +1,38 @@
 """Tool schemas from Python signatures: docstring parameter descriptions, names
-pydantic would not keep as plain fields, and JSON schemas without titles."""
+pydantic would not keep as plain fields, JSON schemas without titles, and what a
+definition lacks for the model (type hints, a description, a default of the hinted
+type)."""
 
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import sys
+import warnings
 from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
-__all__ = ["has_alias", "reserved", "split_docstring", "strip_titles", "type_name"]
+__all__ = [
+    "ToolDefinitionWarning",
+    "check_default",
+    "definition_problems",
+    "has_alias",
+    "reserved",
+    "split_docstring",
+    "strip_titles",
+    "type_name",
+    "warn_definition",
+]
+
+
+class ToolDefinitionWarning(UserWarning):
+    """A tool registered without what the model needs to call it well: type hints, a
+    description, defaults of the hinted types. Filter it with
+    ``warnings.filterwarnings("ignore", category=ToolDefinitionWarning)``."""
 
 
 def split_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -79,3 +101,82 @@ def validation_problems(exc: Any, root: str = "(arguments)", limit: int | None =
         f"{'.'.join(str(p) for p in e['loc']) or root}: {e['msg']}"
         for e in (errors if limit is None else errors[:limit])
     )
+
+
+_LENIENT = ConfigDict(arbitrary_types_allowed=True)
+
+
+def definition_problems(
+    tool: str, description: str, parameters: list[tuple[str, bool, Any, Any]]
+) -> list[str]:
+    """What the model will miss of a tool (warned when a toolkit registers it), from
+    its description and its ``(name, hinted, annotation, default)`` parameters; a
+    default its hint refuses raises ``TypeError``."""
+    problems = []
+    unhinted = [name for name, hinted, _, _ in parameters if not hinted]
+    if unhinted:
+        many = len(unhinted) > 1
+        problems.append(
+            f"{'parameters' if many else 'parameter'} {', '.join(map(repr, unhinted))} "
+            f"{'have' if many else 'has'} no type hint, so the model is told nothing of "
+            f"{'their types' if many else 'its type'} and any JSON value passes: annotate "
+            f"{'them' if many else 'it'} (`{unhinted[0]}: str`, say)")
+    if not description.strip():
+        problems.append("it has no description (no docstring), so the model knows it by "
+                        "its name alone: write a docstring, or pass description=...")
+    for name, _, annotation, default in parameters:
+        value = default.default if isinstance(default, FieldInfo) else default
+        note = check_default(tool, name, annotation, value)
+        if note is not None:
+            problems.append(note)
+    return problems
+
+
+def check_default(tool: str, name: str, annotation: Any, default: Any) -> str | None:
+    """What is wrong with ``default`` for ``annotation``: ``None`` when it is of the
+    hinted type, a note when the hint accepts it only by conversion (or it is ``None``
+    under a hint without ``None``); a default the hint refuses raises ``TypeError``."""
+    if default is PydanticUndefined or default is Ellipsis or annotation is Any:
+        return None
+    if isinstance(annotation, type) and type(default) is annotation:
+        return None  # the usual case, without building a validator
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation, config=_LENIENT)
+    except Exception:  # a hint pydantic cannot check by itself (the schema step says so)
+        return None
+    shown = f"{default!r:.60}"
+    try:
+        adapter.validate_python(default, strict=True)
+        return None
+    except ValidationError:
+        pass
+    try:
+        adapter.validate_python(default)
+    except ValidationError as exc:
+        if default is None:
+            return (f"parameter {name!r} defaults to None, which its hint "
+                    f"{type_name(annotation)} does not allow: write "
+                    f"`{name}: {type_name(annotation)} | None = None`")
+        raise TypeError(
+            f"tool {tool!r}: parameter {name!r} defaults to {shown}, which its hint "
+            f"{type_name(annotation)} refuses ({validation_problems(exc, 'default', 1)}); "
+            "give a default of the hinted type"
+        ) from None
+    return (f"parameter {name!r} defaults to {shown} ({type(default).__name__}), which its "
+            f"hint {type_name(annotation)} accepts only by conversion (the function gets "
+            f"{shown} itself when the model leaves it out)")
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def warn_definition(tool: str, problems: list[str]) -> None:
+    """One :class:`ToolDefinitionWarning` naming the tool and what it lacks, pointing at
+    the first frame outside rx_agent (the user's registration)."""
+    if not problems:
+        return
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    warnings.warn(f"tool {tool!r}: " + "; ".join(problems), ToolDefinitionWarning,
+                  stacklevel=level)

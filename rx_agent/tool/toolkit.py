@@ -23,15 +23,18 @@ from ..context import RuntimeContext
 from ..errors import RxAgentError
 from ..permissions import Permission, PermissionLike, PermissionRule
 from ._call import may_start
+from ._codes import remember_code
 from ._middleware import ToolMiddleware, check_middlewares, execute_tool, with_middleware
 from ._run import NOT_STARTED, SyncAwaitable
 from ._schema import (
+    definition_problems,
     has_alias,
     reserved,
     split_docstring,
     strip_titles,
     type_name,
     validation_problems,
+    warn_definition,
 )
 from ._threads import tool_threads
 from ._values import check_timeout as _check_timeout
@@ -99,6 +102,7 @@ class Tool:
             not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__)
         )
         functools.update_wrapper(self, fn)
+        remember_code(fn, self.name)
 
     def _build_model(self, fn: Callable[..., Any], docs: dict[str, str]) -> None:
         """Set the arguments model, the JSON schema and how arguments reach ``fn``.
@@ -116,6 +120,7 @@ class Tool:
         names: list[tuple[str, str]] = []  # (field name, parameter name)
         ctx_params: list[str] = []
         positional: list[str] = []
+        checked: list[tuple[str, bool, Any, Any]] = []  # what the model will miss
         for index, (pname, param) in enumerate(sig.parameters.items()):
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 continue
@@ -126,6 +131,7 @@ class Tool:
                 ctx_params.append(pname)
                 continue
             default = ... if param.default is param.empty else param.default
+            checked.append((pname, pname in hints, annotation, default))
             info: Any
             if isinstance(default, FieldInfo):
                 if default.description is None and pname in docs:
@@ -156,6 +162,7 @@ class Tool:
             schema = model.model_json_schema()
         except Exception as exc:
             raise self._schema_error(fields, dict(names), exc) from exc
+        self.definition_problems = definition_problems(self.name, self.description, checked)
         self._args_model = model
         self._fields: tuple[tuple[str, str], ...] = tuple(names)
         self.context_params: tuple[str, ...] = tuple(ctx_params)
@@ -383,6 +390,7 @@ class Toolkit:
         )
         if spec.name in self._tools:
             raise ValueError(f"a tool named {spec.name!r} is already registered")
+        warn_definition(spec.name, spec.definition_problems)
         self._tools[spec.name] = spec
         return spec
 

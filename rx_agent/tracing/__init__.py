@@ -10,4 +10,13 @@ from ._middleware import CANCELLED, INSTRUMENTATION_NAME, OtelTracingMiddleware
 
 OtelTracingMiddleware.__module__ = __name__
 
-__all__ = ["CANCELLED", "INSTRUMENTATION_NAME", "OtelTracingMiddleware", "attributes"]
+TracingMiddleware = OtelTracingMiddleware
+"""AgentScope Python's name for :class:`OtelTracingMiddleware` (the same class)."""
+
+__all__ = [
+    "CANCELLED",
+    "INSTRUMENTATION_NAME",
+    "OtelTracingMiddleware",
+    "TracingMiddleware",
+    "attributes",
+]
