@@ -16,6 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..agent import ReActAgent
 from ..session import InMemorySessionStore, SessionStore
+from . import _a2a
 from ._auth import TokenAuth
 from ._body import DEFAULT_MAX_BODY
 from ._errors import HTTPError, error_response, log
@@ -76,6 +77,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     tracer_provider: Any = None,
     console: bool = True,
+    a2a: bool | None = None,
 ) -> Starlette:
     """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
 
@@ -95,6 +97,9 @@ def create_app(
         tracer_provider: an OpenTelemetry SDK ``TracerProvider`` whose spans the
             console shows per run (default: the global one, when it is an SDK one).
         console: serve the web console at ``/console``.
+        a2a: serve the A2A protocol (the agent card at
+            ``/.well-known/agent-card.json``, JSON-RPC at ``/a2a``): ``None`` when the
+            ``a2a`` extra is installed, ``True`` to require it, ``False`` for off.
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
@@ -105,8 +110,13 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "agent": agent.name})
 
+    protocol_routes = _a2a.routes(service, a2a)
+    documented = openapi()
+    if protocol_routes:
+        documented["paths"].update(_a2a.openapi_paths())
+
     async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi())
+        return JSONResponse(documented)
 
     async def console_page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
@@ -133,6 +143,7 @@ def create_app(
         Route(session + "/interrupt", service.interrupt, methods=["POST"]),
         Route(session + "/runs/{run_id}", service.get_run, methods=["GET"]),
     ]
+    routes += protocol_routes
     if console:
         routes += [
             Route("/", to_console, methods=["GET"]),
