@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from a2a.server.context import ServerCallContext
+from a2a.server.jsonrpc_models import JSONParseError
 from a2a.server.request_handlers import build_error_response
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
@@ -30,7 +31,7 @@ from a2a.types import (
     StringList,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from a2a.utils.errors import A2AError, JSONParseError
+from a2a.utils.errors import A2AError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -93,7 +94,7 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
-def _error(request_id: Any, error: A2AError, status: int = 200,
+def _error(request_id: Any, error: A2AError | JSONParseError, status: int = 200,
            headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(build_error_response(request_id, error), status_code=status,
                         headers=headers)
@@ -127,8 +128,9 @@ def routes(service: Service) -> list[Route]:
             data = await read_json(request, service.max_body)
         except HTTPError as exc:
             service.metrics.error(exc.code, exc.status)
-            error = JSONParseError if exc.code == "bad_json" else InvalidRequestError
-            return _error(None, error(exc.message, data={"code": exc.code}))
+            if exc.code == "bad_json":
+                return _error(None, JSONParseError(message=exc.message))
+            return _error(None, InvalidRequestError(exc.message, data={"code": exc.code}))
         if not isinstance(data, dict):
             return _error(None, InvalidRequestError(
                 "the body must be one JSON-RPC request object (batches are not supported)"))
