@@ -43,6 +43,9 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                        help="queue posts to a busy session instead of answering 409")
     serve.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
                        help="the largest request body (default 1 MiB)")
+    serve.add_argument("--no-a2a", action="store_true",
+                       help="do not serve the A2A protocol (the agent card and /a2a), even "
+                       "with the a2a extra installed")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(handler=cmd_serve)
@@ -62,7 +65,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tokens = {**(tokens or {}), args.token: "default"}
         config = ServeConfig(target=args.target, host=args.host, port=args.port,
                              workers=args.workers, store=args.store, tokens=tokens,
-                             queue=args.queue, max_body=args.max_body, log_level=args.log_level)
+                             queue=args.queue, max_body=args.max_body, log_level=args.log_level,
+                             a2a=False if args.no_a2a else None)
         run(config, no_auth=args.no_auth)
     except ServeError as exc:
         raise CLIError(str(exc)) from exc

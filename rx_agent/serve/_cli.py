@@ -43,6 +43,7 @@ class ServeConfig:
     queue: bool = False
     max_body: int = DEFAULT_MAX_BODY
     log_level: str = "info"
+    a2a: bool | None = None
 
 
 def _open_store(url: str | None) -> SessionStore:
@@ -82,7 +83,7 @@ def build_app(config: ServeConfig) -> Starlette:
     install_global_provider()  # after the user's module: its own provider wins
     try:
         app = create_app(target, store, auth=config.tokens, queue=config.queue,
-                         max_body=config.max_body)
+                         max_body=config.max_body, a2a=config.a2a)
     except (TypeError, ValueError) as exc:
         raise ServeError(str(exc)) from exc
     service = app.state.service
