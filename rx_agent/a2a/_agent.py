@@ -47,6 +47,10 @@ _TOOL_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 _background: set[asyncio.Task[None]] = set()
 
 
+def _ignore(event: AgentEvent) -> None:
+    pass
+
+
 def _tool_name(name: str) -> str:
     cleaned = _TOOL_NAME.sub("_", name.strip()).strip("_")[:64]
     return cleaned or "remote_agent"
@@ -197,10 +201,12 @@ class A2AAgent:
                ) -> Observable[AgentEvent]:
         """A cold Observable of the remote call's events; each subscription sends one
         message. Subscribe from any thread, as with a local agent."""
-        inputs = _inputs(msgs)
+        parts = self._remote.to_parts(_inputs(msgs))
+        if not parts:
+            raise ValueError("the input has no text or data for the remote agent")
         check_ctx(ctx)
         async def body(observer: abc.ObserverBase[AgentEvent]) -> None:
-            await self._run(observer, inputs, ctx)
+            await self._run(observer, parts, ctx)
 
         direct = cast(DirectObservable[AgentEvent], from_coroutine(body)).direct
 
@@ -231,7 +237,7 @@ class A2AAgent:
         user = (ctx.user_id if ctx is not None else None) or ANONYMOUS_USER
         return SessionKey(user, session)
 
-    async def _run(self, observer: abc.ObserverBase[AgentEvent], inputs: list[Msg],
+    async def _run(self, observer: abc.ObserverBase[AgentEvent], parts: list[Any],
                    ctx: RuntimeContext | None) -> None:
         remote = self._remote
         key = self._key(ctx)
@@ -249,27 +255,29 @@ class A2AAgent:
             while len(self._sessions) > _SESSIONS_KEPT:
                 self._sessions.popitem(last=False)
         what = f"the remote agent {self._name!r}"
+        http = remote.http_client(self._headers, self._timeout)
+        handed_over = False
         try:
-            async with remote.http_client(self._headers, self._timeout) as http:
-                if self._card is None:
-                    self._card = await remote.fetch_card(http, self._url, what)
-                client = running.client = remote.open_client(http, self._card, self._url, what)
-                message = remote.to_message(inputs, session.context_id, session.asking_task)
-                running.reader = asyncio.ensure_future(self._read(client, message, running))
-                try:
-                    await running.reader
-                except asyncio.CancelledError:
-                    me = asyncio.current_task()
-                    if not running.interrupted or (me is not None and me.cancelling()):
-                        raise
-                    progress.state = remote.TaskState.TASK_STATE_CANCELED
-                finally:
-                    for task in running.cancels:  # the remote cancel, before the client closes
-                        with contextlib.suppress(Exception):
-                            await task
+            if self._card is None:
+                self._card = await remote.fetch_card(http, self._url, what)
+            client = running.client = remote.open_client(http, self._card, self._url, what)
+            message = remote.to_message(parts, session.context_id, session.asking_task)
+            running.reader = asyncio.ensure_future(self._read(client, message, running))
+            try:
+                # shielded: a disposed call may still need the reader (see _abandon)
+                await asyncio.shield(running.reader)
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if not running.interrupted or (me is not None and me.cancelling()):
+                    raise
+                progress.state = remote.TaskState.TASK_STATE_CANCELED
+            finally:
+                for task in running.cancels:  # the remote cancel, before the client closes
+                    with contextlib.suppress(Exception):
+                        await task
             result = progress.result(self._url)
         except asyncio.CancelledError:
-            self._cancel_later(running)
+            handed_over = self._abandon(running, http)
             raise
         except RemoteAgentError:
             raise
@@ -279,6 +287,8 @@ class A2AAgent:
             with self._lock:
                 if self._running.get(key) is running:
                     del self._running[key]
+            if not handed_over:
+                await http.aclose()
         session.context_id = progress.context_id or session.context_id
         asking = result.metadata is not None and result.metadata["a2a"]["state"] in (
             "input-required", "auth-required")
@@ -295,7 +305,9 @@ class A2AAgent:
 
     def interrupt(self, ctx: RuntimeContext | None = None, msg: Any = None) -> bool:
         """Cancel the remote task of ``ctx``'s running call (``CancelTask``); the call
-        ends ``INTERRUPTED``. Thread-safe. Returns whether a call was running."""
+        ends ``INTERRUPTED``. Thread-safe. Returns whether a call was running. ``msg``
+        is taken for the same signature as ``ReActAgent.interrupt`` (A2A's cancel
+        carries no note)."""
         check_ctx(ctx)
         with self._lock:
             running = self._running.get(self._key(ctx))
@@ -324,25 +336,36 @@ class A2AAgent:
 
         running.cancels.append(asyncio.ensure_future(cancel()))
 
-    def _cancel_later(self, running: _Running) -> None:
-        """A disposed call: cancel its remote task on a client of its own (the call's
-        is closing), unless the task already ended."""
+    def _abandon(self, running: _Running, http: Any) -> bool:
+        """A disposed call: cancel its remote task, and emit nothing more. Before the
+        peer named the task, the reader goes on (silently, on the call's client) until
+        it does, then cancels it; returns whether it took the client over."""
         progress = running.progress
-        if progress.task_id is None or progress.finished or running.cancels:
-            return
-        remote = self._remote
-        task_id = progress.task_id
+        progress.emit = _ignore
+        reader = running.reader
+        if reader is None or reader.done() or progress.finished or running.cancels:
+            if reader is not None:
+                reader.cancel()
+            return False
+        running.interrupted = True
+        if progress.task_id is not None:
+            self._request_cancel(running)
+        timeout = self._timeout or 60.0
 
-        async def cancel() -> None:
-            async with remote.http_client(self._headers, 10.0) as http:
-                card = self._card
-                if card is None:
-                    return
-                await remote.cancel_task(remote.open_client(http, card, self._url, ""), task_id)
+        async def finish() -> None:
+            try:
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(reader, timeout)
+                for task in running.cancels:
+                    with contextlib.suppress(BaseException):
+                        await task
+            finally:
+                await http.aclose()
 
-        task = asyncio.ensure_future(cancel())
+        task = asyncio.ensure_future(finish())
         _background.add(task)
         task.add_done_callback(_background.discard)
+        return True
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
         """This remote agent as a tool of another (``task: str`` in, its final reply

@@ -68,7 +68,8 @@ from ._errors import (
     RemoteTaskFailedError,
 )
 
-__all__ = ["AgentCard", "Exchange", "fetch_card", "open_client", "remote_error", "to_message"]
+__all__ = ["AgentCard", "Exchange", "fetch_card", "open_client", "remote_error", "to_message",
+           "to_parts"]
 
 log = logging.getLogger("rx_agent.a2a")
 
@@ -112,9 +113,6 @@ def remote_error(exc: BaseException, url: str, what: str) -> RemoteAgentError:
     if isinstance(exc, A2AError):
         return RemoteAgentRequestError(f"{what} refused the request: {exc.message}", url=url,
                                        code=JSON_RPC_ERROR_CODE_MAP.get(type(exc)))
-    if isinstance(exc, ValueError):  # ClientFactory: a card without a usable interface
-        return RemoteAgentUnavailableError(f"{what} offers no interface this client "
-                                           f"speaks (JSON-RPC): {exc}", url=url)
     raise exc
 
 
@@ -133,11 +131,13 @@ def open_client(http: httpx.AsyncClient, card: AgentCard, url: str, what: str) -
     try:
         return ClientFactory(ClientConfig(httpx_client=http,
                                           streaming=card.capabilities.streaming)).create(card)
-    except Exception as exc:
-        raise remote_error(exc, url, what) from exc
+    except ValueError as exc:  # the card offers no interface the SDK's client speaks
+        raise RemoteAgentUnavailableError(f"{what} offers no interface this client speaks "
+                                          f"(JSON-RPC): {exc}", url=url) from exc
 
 
-def to_message(msgs: list[Msg], context_id: str | None, task_id: str | None) -> Message:
+def to_parts(msgs: list[Msg]) -> list[Part]:
+    """The text and data blocks of ``msgs`` as A2A parts (other blocks stay behind)."""
     parts: list[Part] = []
     for msg in msgs:
         for block in msg.content:
@@ -147,8 +147,10 @@ def to_message(msgs: list[Msg], context_id: str | None, task_id: str | None) -> 
                 parts.append(Part(url=block.url, media_type=block.media_type))
             elif isinstance(block, DataBlock) and block.data:
                 parts.append(Part(raw=base64.b64decode(block.data), media_type=block.media_type))
-    if not parts:
-        raise ValueError("the message for the remote agent has no text or data to send")
+    return parts
+
+
+def to_message(parts: list[Part], context_id: str | None, task_id: str | None) -> Message:
     return Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=parts,
                    context_id=context_id or "", task_id=task_id or "")
 

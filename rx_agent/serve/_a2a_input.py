@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
 from ..message import ContentBlock, DataBlock, Msg, TextBlock, ToolResultBlock, ToolResultState
+from ..message import Role as MsgRole
 from ..permissions import ConfirmResult
 from ..tool._schema import validation_problems
 from ._a2a_tasks import Pause
@@ -55,7 +56,7 @@ def read_message(message: Message) -> Msg:
                                  "messages (the agent writes the others)")
     if not message.parts:
         raise InvalidParamsError("the message has no parts: send at least one text part")
-    return Msg("user", [_block(part, i) for i, part in enumerate(message.parts)])
+    return Msg(MsgRole.USER, [_block(part, i) for i, part in enumerate(message.parts)])
 
 
 def _flag(data: dict[str, Any]) -> bool | None:

@@ -114,6 +114,8 @@ def routes(service: Service) -> list[Route]:
         base = str(request.base_url)
         found = cards.get(base)
         if found is None:
+            if len(cards) >= 16:  # the base comes from the Host header: keep a few
+                cards.clear()
             found = cards[base] = agent_card_to_dict(agent_card(service, base))
         return JSONResponse(found)
 

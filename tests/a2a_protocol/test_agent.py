@@ -55,16 +55,21 @@ from .test_server import refund_agent
 
 class Storyteller(AgentExecutor):
     """Tells ``Once upon a time: <input>`` in chunks of one artifact. ``slow ...`` streams
-    for seconds; ``fail`` fails the task; ``stall`` goes silent for 3 s."""
+    for seconds (``slow late ...`` after naming its task half a second late); ``fail``
+    fails the task; ``stall`` goes silent for 3 s."""
 
     def __init__(self) -> None:
         self.canceled: list[str] = []
         self.inputs: list[str] = []
         self.contexts: list[str] = []
+        self.started = threading.Event()
         self.working = threading.Event()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None
+        self.started.set()
+        if context.get_user_input().startswith("slow late"):
+            await asyncio.sleep(0.5)  # the client knows no task id for a while
         task = context.current_task or new_task_from_user_message(context.message)
         await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
@@ -261,6 +266,20 @@ async def test_interrupting_the_parent_cancels_the_remote_task(live) -> None:
     await wait_for(lambda: len(executor.canceled) == 1)
 
 
+async def test_disposed_before_the_peer_named_its_task_the_task_is_canceled_still(
+    live,
+) -> None:
+    executor = Storyteller()
+    server = sdk_server(live, executor)
+    remote = A2AAgent(server.url, name="teller")
+    events: list[Any] = []
+    subscription = remote.stream("slow late story").subscribe(events.append)
+    await asyncio.to_thread(executor.started.wait, 10)
+    subscription.dispose()  # the peer has not answered yet: no task id known
+    await wait_for(lambda: len(executor.canceled) == 1)
+    assert [e.type for e in events] == ["agent_start"]  # nothing after the disposal
+
+
 def test_a_failed_remote_task_is_a_typed_error_and_an_error_result_as_a_tool(live) -> None:
     server = sdk_server(live, Storyteller())
     remote = A2AAgent(server.url, name="teller")
@@ -380,3 +399,7 @@ def test_the_input_must_be_text_or_messages() -> None:
     remote = A2AAgent("http://127.0.0.1:9", name="x")
     with pytest.raises(TypeError, match="takes a str, a Msg or a non-empty list of Msg"):
         remote.stream(None)
+    from rx_agent import Msg
+
+    with pytest.raises(ValueError, match="no text or data for the remote agent"):
+        remote.stream(Msg("user", [ToolUseBlock("c", "t", {})]))
