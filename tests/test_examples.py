@@ -37,6 +37,8 @@ NAMES = [
     "serve_app",
     "support_desk",
     "mcp_tools",
+    "a2a_client",
+    "a2a_remote_tool",
 ]
 
 
@@ -305,6 +307,26 @@ def test_serve_app(runs: dict[str, Run]) -> None:
         "reply: You said: Thanks!",
         "stored: ['user', 'assistant', 'tool', 'assistant', 'user', 'assistant']",
         "without a token: 401",
+    ]
+
+
+def test_a2a_client(runs: dict[str, Run]) -> None:
+    assert ok(runs, "a2a_client").lines == [
+        "card: shop | skills: ['refund'] | streaming: True",
+        "streamed: ['Order 1234 ', 'ships ', 'tomorrow.'] | states: ['working', 'completed']",
+        'input_required: Approve refund({"order": "1234"})? Answer yes or no, or send a data '
+        'part {"approved": true} or {"approved": false}.',
+        "answered: completed | Done: order 1234 is refunded.",
+    ]
+
+
+def test_a2a_remote_tool(runs: dict[str, Run]) -> None:
+    assert ok(runs, "a2a_remote_tool").lines == [
+        "remote: weather | The agent 'weather', served by rx_agent. Skills: get_weather (The "
+        "weather in a city).",
+        "remote said: It is sunny and 21 °C in Paris.",
+        "nested events from {'weather'} for call {'c1'}",
+        "lead says: Pack sunglasses: it is sunny in Paris.",
     ]
 
 

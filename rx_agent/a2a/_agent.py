@@ -98,6 +98,8 @@ class A2AAgent:
         headers: sent with every request, e.g. ``{"Authorization": "Bearer ..."}``.
         timeout: seconds to connect, and the longest the peer may stay silent (a
             streaming peer sends keep-alives); ``None`` waits forever.
+        card: the peer's card (an ``a2a.types.AgentCard``) when it is known already;
+            otherwise it is read on first use (or now, without ``name``).
     """
 
     def __init__(
@@ -188,9 +190,10 @@ class A2AAgent:
         if card is None:
             return (f"Ask the remote agent {self._name!r} at {self._url} to carry out a "
                     "task; it answers with its final reply.")
-        skills = "; ".join(f"{s.name}: {s.description}" for s in card.skills)
+        skills = "; ".join(f"{s.name} ({s.description.strip().rstrip('.')})"
+                           if s.description.strip() else s.name for s in card.skills)
         about = card.description.strip() or f"The remote agent {self._name!r}."
-        return (about + (f" Its skills: {skills}" if skills else ""))[:1000]
+        return (about + (f" Skills: {skills}." if skills else ""))[:1000]
 
     def __repr__(self) -> str:
         return f"A2AAgent(url={self._url!r}, name={self._name!r})"

@@ -51,15 +51,14 @@ _SCOPE_USER = "rx_agent.a2a_user"
 
 
 def agent_card(service: Service, base_url: str) -> AgentCard:
-    """The agent's card: its name, a description naming its tools, one skill per tool,
+    """The agent's card: its name, one skill per tool (its name and description),
     streaming, the JSON-RPC endpoint (protocol 1.0 and 0.3) and, with tokens, bearer
     auth. The card is public, so it says nothing of the system prompt."""
     agent = service.agent
     schemas = agent.toolkit.schemas()
     skills = [AgentSkill(id=s["name"], name=s["name"], description=s.get("description") or
                          s["name"], tags=["tool"]) for s in schemas]
-    tools = f" with the tools {', '.join(s['name'] for s in schemas)}" if schemas else ""
-    description = f"The rx_agent agent {agent.name!r}{tools}."
+    description = f"The agent {agent.name!r}, served by rx_agent."
     if not skills:
         skills = [AgentSkill(id=agent.name, name=agent.name, tags=["chat"],
                              description=f"Talk with {agent.name}.")]

@@ -190,7 +190,7 @@ def test_as_a_tool_the_remote_events_nest_in_the_parent_stream(live) -> None:
     remote = A2AAgent(server.url)
     tool = remote.as_tool()
     assert tool.name == "Story_Teller"
-    assert "Tells short stories." in tool.description and "story: a story" in tool.description
+    assert tool.description == "Tells short stories. Skills: story (a story about anything)."
     lead, model = parent_with(tool)
     events = collect(lead.stream("Tell me a story", RuntimeContext(session_id="trip")))
     nested = [e for e in events if isinstance(e, NestedEvent)]
