@@ -301,3 +301,20 @@ async def test_a_client_that_disconnects_disposes_the_call(live, clients, method
     model.chunks = ["free again"]  # the session is free for the next call
     after = await collect_stream(client, user_message("again", context_id="left"))
     assert kinds(after)[-1] == "completed"
+
+
+async def test_over_0_3_too_another_user_s_task_is_not_found(live) -> None:
+    server = live(create_app(ReActAgent(name="echo", model=EchoModel()), auth=TOKENS))
+
+    def call(token: str, method: str, params: dict[str, object]) -> dict[str, object]:
+        return httpx.post(server.url + "/a2a", headers={"Authorization": f"Bearer {token}"},
+                          json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                "params": params}).json()
+
+    sent = call(ALICE, "message/send", {"message": {
+        "kind": "message", "role": "user", "messageId": "m1",
+        "parts": [{"kind": "text", "text": "hi"}]}})
+    task_id = sent["result"]["id"]
+    assert call(ALICE, "tasks/get", {"id": task_id})["result"]["status"]["state"] == "completed"
+    error = call(BOB, "tasks/get", {"id": task_id})["error"]
+    assert error["code"] == -32001 and task_id in error["message"]
