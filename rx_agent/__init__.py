@@ -105,6 +105,7 @@ from .tool import Tool, ToolArgumentError, Toolkit, tool
 logging.getLogger("rx_agent").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
+    from .a2a import A2AAgent, RemoteAgentError
     from .builtin.budget import ReplyBudgetControlMiddleware
     from .builtin.compaction import CompactionMiddleware
     from .builtin.final_answer import FinalAnswerFilterMiddleware
@@ -138,6 +139,8 @@ if TYPE_CHECKING:
 # Names whose modules pull optional dependencies (httpx, the OpenTelemetry SDK) or
 # are rarely needed load on first access.
 _LAZY = {
+    "A2AAgent": "rx_agent.a2a",
+    "RemoteAgentError": "rx_agent.a2a",
     "OpenAIChatModel": "rx_agent.model.openai",
     "OtelTracingMiddleware": "rx_agent.tracing",
     "TracingMiddleware": "rx_agent.tracing",
@@ -195,6 +198,7 @@ def _short_module(value: Any) -> None:
 
 
 __all__ = [
+    "A2AAgent",
     "ActingInput",
     "AgentEndEvent",
     "AgentEvent",
@@ -260,6 +264,7 @@ __all__ = [
     "ReActAgentBuilder",
     "ReasoningInput",
     "RedisSessionStore",
+    "RemoteAgentError",
     "ReplyBudgetControlMiddleware",
     "RequestContinueEvent",
     "RequestStopEvent",

@@ -11,6 +11,12 @@ works::
     ├── ResumeError (ValueError)               resume input that does not fit the pause
     ├── NoResultError (RuntimeError)           a call that ended without a result
     ├── TodoListError (ValueError)             a bad todo_write call (task list)
+    ├── RemoteAgentError                       a remote (A2A) agent call failed
+    │   ├── RemoteAgentUnavailableError        unreachable, HTTP error, no card
+    │   │   └── RemoteAgentTimeoutError        silent for longer than the timeout
+    │   ├── RemoteAgentAuthError               401 / 403
+    │   ├── RemoteAgentRequestError            a JSON-RPC error answer
+    │   └── RemoteTaskFailedError              the remote task failed or was rejected
     ├── SessionError                           durable sessions
     │   ├── ConcurrentSessionModificationError a newer state was saved meanwhile
     │   ├── SessionBusyError                   another worker holds the session

@@ -40,6 +40,8 @@ NAMES = [
     "support_desk",
     "mcp_tools",
     "tool_middleware",
+    "a2a_client",
+    "a2a_remote_tool",
 ]
 
 
@@ -347,6 +349,26 @@ def test_openai_client(runs: dict[str, Run]) -> None:
         "the client runs show_map({'city': 'Rome'})",
         "after the tool: A map of Rome is on the screen.",
         "stored: ['user', 'assistant', 'tool', 'assistant', 'user', 'assistant']",
+    ]
+
+
+def test_a2a_client(runs: dict[str, Run]) -> None:
+    assert ok(runs, "a2a_client").lines == [
+        "card: shop | skills: ['refund'] | streaming: True",
+        "streamed: ['Order 1234 ', 'ships ', 'tomorrow.'] | states: ['working', 'completed']",
+        'input_required: Approve refund({"order": "1234"})? Answer yes or no, or send a data '
+        'part {"approved": true} or {"approved": false}.',
+        "answered: completed | Done: order 1234 is refunded.",
+    ]
+
+
+def test_a2a_remote_tool(runs: dict[str, Run]) -> None:
+    assert ok(runs, "a2a_remote_tool").lines == [
+        "remote: weather | The agent 'weather', served by rx_agent. Skills: get_weather (The "
+        "weather in a city).",
+        "remote said: It is sunny and 21 °C in Paris.",
+        "nested events from {'weather'} for call {'c1'}",
+        "lead says: Pack sunglasses: it is sunny in Paris.",
     ]
 
 

@@ -24,7 +24,7 @@ import asyncio
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Collection
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..context import RuntimeContext
 from ..event import AgentEvent, AgentResultEvent, NestedEvent
@@ -37,19 +37,24 @@ from ..tool.toolkit import Tool
 from ._config import AgentConfig
 
 
-class ReActAgent(Protocol):
-    """What a sub-agent tool uses of its agent (``react.ReActAgent``, which imports
-    this module)."""
+class SubAgent(Protocol):
+    """What a sub-agent tool uses of any agent (a local one, or a remote ``A2AAgent``)."""
 
     @property
     def name(self) -> str: ...
+    def stream(self, msgs: Any = None, ctx: RuntimeContext | None = None) -> Any: ...
+
+
+class ReActAgent(SubAgent, Protocol):
+    """What it uses of a local agent (``react.ReActAgent``, which imports this module):
+    the system prompt for the description, the plan for ``inherit_middlewares``."""
+
     @property
     def sys_prompt(self) -> str: ...
     @property
     def config(self) -> AgentConfig: ...
-    def stream(self, msgs: Any = None, ctx: RuntimeContext | None = None) -> Any: ...
 
-__all__ = ["INHERITED_POINTS", "agent_tool"]
+__all__ = ["INHERITED_POINTS", "SubAgent", "agent_tool"]
 
 INHERITED_POINTS = frozenset({ExtensionPoint.ON_MODEL_CALL, ExtensionPoint.ON_ACTING})
 """The points at which ``inherit_middlewares=True`` runs the parent's middlewares."""
@@ -61,7 +66,7 @@ _NO_CALLER_TOOLS = CallerTools(())
 
 
 def agent_tool(
-    agent: ReActAgent, name: str | None, description: str | None, inherit_middlewares: bool
+    agent: SubAgent, name: str | None, description: str | None, inherit_middlewares: bool
 ) -> Tool:
     """The tool that runs ``agent`` (see the module docs)."""
     if not isinstance(inherit_middlewares, bool):
@@ -70,16 +75,16 @@ def agent_tool(
         raise ValueError("description must be a non-empty str")
     tool_name = name if name is not None else agent.name
     # Per parent plan (by identity; plans are slotted, so no weak keys), a few kept.
-    derived: OrderedDict[int, tuple[ExecutionPlan, ReActAgent]] = OrderedDict()
+    derived: OrderedDict[int, tuple[ExecutionPlan, SubAgent]] = OrderedDict()
 
-    def runner(parent_plan: ExecutionPlan | None) -> ReActAgent:
+    def runner(parent_plan: ExecutionPlan | None) -> SubAgent:
         if not inherit_middlewares or parent_plan is None or not parent_plan.middlewares:
             return agent
         hit = derived.get(id(parent_plan))
         if hit is not None and hit[0] is parent_plan:
             derived.move_to_end(id(parent_plan))
             return hit[1]
-        sub = _with_parent_middlewares(agent, parent_plan)
+        sub = _with_parent_middlewares(cast(ReActAgent, agent), parent_plan)
         derived[id(parent_plan)] = (parent_plan, sub)
         if len(derived) > _DERIVED_KEPT:
             derived.popitem(last=False)
@@ -119,7 +124,7 @@ def agent_tool(
                 description=description if description is not None else _description(agent))
 
 
-async def _reply(sub: ReActAgent, ctx: RuntimeContext, msg: Msg, handle: Any) -> Msg:
+async def _reply(sub: SubAgent, ctx: RuntimeContext, msg: Msg, handle: Any) -> Msg:
     """Run one reply of ``sub``, forwarding its events; its final message."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Msg] = loop.create_future()
@@ -153,8 +158,9 @@ async def _reply(sub: ReActAgent, ctx: RuntimeContext, msg: Msg, handle: Any) ->
         subscription.dispose()  # a cancelled tool (parent interrupted or disposed) included
 
 
-def _description(agent: ReActAgent) -> str:
-    first = agent.sys_prompt.strip().splitlines()[0] if agent.sys_prompt.strip() else ""
+def _description(agent: SubAgent) -> str:
+    prompt = str(getattr(agent, "sys_prompt", "")).strip()
+    first = prompt.splitlines()[0] if prompt else ""
     about = f" Its instructions begin: {first[:200]}" if first else ""
     return (f"Ask the agent {agent.name!r} to carry out a task; it answers with its final "
             f"reply.{about}")

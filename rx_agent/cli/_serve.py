@@ -50,6 +50,9 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     serve.add_argument("--no-openai", dest="openai", action="store_false",
                        help="do not serve the OpenAI-compatible routes (/v1/chat/completions, "
                        "/v1/responses, /v1/models)")
+    serve.add_argument("--no-a2a", action="store_true",
+                       help="do not serve the A2A protocol (the agent card and /a2a), even "
+                       "with the a2a extra installed")
     serve.add_argument("--no-agui", action="store_true",
                        help="do not serve AG-UI at POST /v1/agui (on when the agui extra is "
                        "installed)")
@@ -74,7 +77,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = ServeConfig(target=args.target, host=args.host, port=args.port,
                              workers=args.workers, store=args.store, tokens=tokens,
                              queue=args.queue, max_body=args.max_body, log_level=args.log_level,
-                             openai=args.openai, agui=False if args.no_agui else None)
+                             openai=args.openai, a2a=False if args.no_a2a else None,
+                             agui=False if args.no_agui else None)
         run(config, no_auth=args.no_auth)
     except ServeError as exc:
         raise CLIError(str(exc)) from exc

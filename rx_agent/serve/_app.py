@@ -72,18 +72,18 @@ def _authenticator(
                     f"(token -> user id or None), not {type(auth).__name__}")
 
 
-def _protocol(name: str, package: str, *, required: bool) -> Any:
+def _protocol(name: str, module: str, package: str, *, required: bool) -> Any:
     """The module of a protocol's routes, or ``None`` when its extra is missing (an
     ``ImportError`` naming the extra when ``required``)."""
     try:
-        return importlib.import_module(f"rx_agent.serve._{name}")
+        return importlib.import_module(f"rx_agent.serve.{module}")
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != package:
             raise
         if required:
-            raise ImportError(f"{name}=True needs the {name} extra ({exc.name} is missing): "
-                              f"pip install 'rx-agent[{name}]' (from a checkout: pip install -e "
-                              f"'.[{name}]')") from exc
+            raise ImportError(f"create_app({name}=True) needs the {name} extra ({exc.name} "
+                              f"is missing): pip install 'rx-agent[{name}]' (from a "
+                              f"checkout: pip install -e '.[{name}]')") from exc
         logging.getLogger("rx_agent.serve").debug(
             "%s routes are off: the %s extra is not installed", name, name)
         return None
@@ -99,6 +99,7 @@ def create_app(
     tracer_provider: Any = None,
     console: bool = True,
     openai: bool = True,
+    a2a: bool | None = None,
     agui: bool | None = None,
 ) -> Starlette:
     """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
@@ -121,6 +122,10 @@ def create_app(
         console: serve the web console at ``/console``.
         openai: serve the OpenAI-compatible routes (``/v1/chat/completions``,
             ``/v1/responses``, ``/v1/models``; docs/protocols.md).
+        a2a: serve the A2A protocol (the agent card at
+            ``/.well-known/agent-card.json``, JSON-RPC at ``/a2a``; docs/protocols.md).
+            ``None``: when the ``a2a`` extra is installed; ``True``: required
+            (``ImportError`` without it).
         agui: serve AG-UI at ``POST /v1/agui`` (docs/protocols.md). ``None``: when the
             ``agui`` extra is installed; ``True``: required (``ImportError`` without it).
 
@@ -145,8 +150,15 @@ def create_app(
     if openai:
         protocols += openai_routes(service)
         paths.update(openai_paths())
-    if agui is not False:
-        found = _protocol("agui", "ag_ui", required=agui is True)
+    # The routes of a protocol with an extra: on when it is installed (None), required
+    # (True) or off (False).
+    for name, module, package, wanted in (("a2a", "_a2a_server", "a2a", a2a),
+                                          ("agui", "_agui", "ag_ui", agui)):
+        if wanted is not None and not isinstance(wanted, bool):
+            raise TypeError(f"{name} must be True, False or None, not {wanted!r}")
+        if wanted is False:
+            continue
+        found = _protocol(name, module, package, required=wanted is True)
         if found is not None:
             protocols += found.routes(service)
             paths.update(found.openapi_paths())

@@ -54,6 +54,7 @@ class ServeConfig:
     max_body: int = DEFAULT_MAX_BODY
     log_level: str = "info"
     openai: bool = True
+    a2a: bool | None = None
     agui: bool | None = None
 
 
@@ -94,7 +95,8 @@ def build_app(config: ServeConfig) -> Starlette:
     install_global_provider()  # after the user's module: its own provider wins
     try:
         app = create_app(target, store, auth=config.tokens, queue=config.queue,
-                         max_body=config.max_body, openai=config.openai, agui=config.agui)
+                         max_body=config.max_body, openai=config.openai, a2a=config.a2a,
+                         agui=config.agui)
     except (TypeError, ValueError) as exc:
         raise ServeError(str(exc)) from exc
     service = app.state.service

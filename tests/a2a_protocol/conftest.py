@@ -1,0 +1,178 @@
+"""Fixtures for the A2A tests: apps on a real uvicorn at a loopback port, the
+``a2a-sdk`` client that talks to them, and models that stream slowly.
+
+The server runs in a thread with its own event loop, as a deployed one does; the
+test's client is the SDK's own (``a2a.client``), over a real TCP socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from a2a.client import Client, ClientConfig, create_client
+from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse
+
+from rx_agent import Msg
+from rx_agent.message import ChatUsage
+from rx_agent.model import AsyncChatModel, ModelChunk, TextChunk, UsageChunk
+from rx_agent.options import GenerateOptions
+
+ALICE, BOB = "alice-token-0001", "bob-token-00002"
+TOKENS = {ALICE: "alice", BOB: "bob"}
+
+
+class LiveServer:
+    """An ASGI app on uvicorn at ``http://127.0.0.1:<free port>``."""
+
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def live() -> Iterator[Callable[[Any], LiveServer]]:
+    """``with live(app) as server`` is not needed: ``server = live(app)``; stopped after
+    the test."""
+    started: list[LiveServer] = []
+
+    def start(app: Any) -> LiveServer:
+        server = LiveServer(app).__enter__()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.__exit__()
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[Callable[..., Any]]:
+    """``await clients(url, token=..., streaming=...)``: an SDK client, closed after."""
+    opened: list[tuple[Client, httpx.AsyncClient]] = []
+
+    async def make(url: str, token: str | None = None, *, streaming: bool = True,
+                   polling: bool = False) -> Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        http = httpx.AsyncClient(headers=headers, timeout=30)
+        client = await create_client(url, ClientConfig(httpx_client=http, streaming=streaming,
+                                                       polling=polling))
+        opened.append((client, http))
+        return client
+
+    yield make
+    for client, http in opened:
+        await client.close()
+        await http.aclose()
+
+
+def user_message(text: str | None = None, *, data: Any = None, task_id: str = "",
+                 context_id: str = "") -> Message:
+    parts = []
+    if text is not None:
+        parts.append(Part(text=text))
+    if data is not None:
+        from a2a.helpers import new_data_part
+
+        parts.append(new_data_part(data))
+    return Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=parts,
+                   task_id=task_id, context_id=context_id)
+
+
+def send(message: Message) -> SendMessageRequest:
+    return SendMessageRequest(message=message)
+
+
+async def collect_stream(client: Client, message: Message) -> list[StreamResponse]:
+    return [r async for r in client.send_message(send(message))]
+
+
+def kinds(responses: Sequence[StreamResponse]) -> list[str]:
+    """``task``, ``working``, ``artifact``, ``completed``, ...: the shape of a stream."""
+    out = []
+    for r in responses:
+        which = r.WhichOneof("payload")
+        if which == "status_update":
+            from a2a.types import TaskState
+
+            out.append(TaskState.Name(r.status_update.status.state)
+                       .removeprefix("TASK_STATE_").lower())
+        else:
+            out.append("artifact" if which == "artifact_update" else str(which))
+    return out
+
+
+class SlowModel(AsyncChatModel):
+    """Streams ``chunks`` text deltas ``delay`` seconds apart; ``started`` when its
+    stream begins, ``cancelled`` if it was closed before the end."""
+
+    name = "slow"
+    provider = "test"
+
+    def __init__(self, chunks: Sequence[str], delay: float) -> None:
+        self.chunks = list(chunks)
+        self.delay = delay
+        self.started = threading.Event()
+        self.cancelled = threading.Event()
+        self.calls = 0
+
+    async def astream(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]],
+                      options: GenerateOptions) -> AsyncIterator[ModelChunk]:
+        self.calls += 1
+        self.started.set()
+        try:
+            for chunk in self.chunks:
+                yield TextChunk(chunk)
+                await asyncio.sleep(self.delay)
+            yield UsageChunk(ChatUsage(input_tokens=3, output_tokens=len(self.chunks)))
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+
+class EchoModel(AsyncChatModel):
+    """Answers ``echo <n>: <last user text>``, ``n`` the messages it saw (which context
+    reached it), in two chunks."""
+
+    name = "echo"
+    provider = "test"
+
+    async def astream(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]],
+                      options: GenerateOptions) -> AsyncIterator[ModelChunk]:
+        last = next((m.text for m in reversed(messages) if m.role.value == "user"), "")
+        yield TextChunk(f"echo {len(messages)}")
+        yield TextChunk(f": {last}")
+        yield UsageChunk(ChatUsage(input_tokens=3, output_tokens=2))
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the condition")
+        await asyncio.sleep(0.02)
