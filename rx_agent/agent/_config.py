@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..context import RuntimeContext
@@ -63,7 +63,15 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """The agent's settings as one run sees them."""
+    """The agent's settings as one run sees them, checked and resolved.
+
+    What each means, its default and its check are declared once, in
+    ``agent/_settings.py`` (the constructor's signature is its typed view); this record
+    holds the resolved values: the assembled toolkit and plan, the store (in memory
+    when none was given), ``retry`` from ``max_retries`` and ``retry_backoff``,
+    ``loop_lag`` from ``loop_lag_threshold`` or ``RX_AGENT_LOOP_LAG``, and ``durable``,
+    which the agent derives from the store.
+    """
 
     name: str
     sys_prompt: str
@@ -71,26 +79,17 @@ class AgentConfig:
     toolkit: Toolkit
     plan: ExecutionPlan
     session_store: SessionStore
-    max_iters: int = 10
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    fallback_model: ChatModel | None = None
-    failover_listener: FailoverListener | None = None
-    generate_options: GenerateOptions = field(default_factory=GenerateOptions)
-    permission_rules: tuple[PermissionRule, ...] = ()
-    tool_execution_context: RuntimeContext | None = None
-    session_wait: float = 30.0
-    """Seconds a call waits for a durable session's lease before ``SessionBusyError``."""
-    session_lease_ttl: float = 30.0
-    """Seconds a durable session's lease lives unless renewed (at a third of it)."""
-    conflict_policy: ConflictPolicy = ConflictPolicy.FAIL
-    """What a checkpoint does when a newer writer saved first."""
-    tool_timeout: float | None = None
-    """Seconds one tool call may take when its tool sets no ``timeout`` (``None``: no
-    limit); past it the call is cancelled and the model gets an error result."""
-    durable: bool = False
-    """Whether the store is durable (leases, versions, checkpoints); set by the agent."""
-    permission_handler: PermissionHandler | None = None
-    """Asked about each "ask" tool call before the reply pauses for a human."""
-    loop_lag: float | None = None
-    """Seconds the event loop may stall during a call before the watchdog names the
-    tool or hook that blocked it (``None``: off)."""
+    max_iters: int
+    retry: RetryPolicy
+    fallback_model: ChatModel | None
+    failover_listener: FailoverListener | None
+    generate_options: GenerateOptions
+    permission_rules: tuple[PermissionRule, ...]
+    tool_execution_context: RuntimeContext | None
+    session_wait: float
+    session_lease_ttl: float
+    conflict_policy: ConflictPolicy
+    tool_timeout: float | None
+    durable: bool
+    permission_handler: PermissionHandler | None
+    loop_lag: float | None

@@ -179,9 +179,3 @@ class ModelAttempts(ChunkConverter, rxabc.DisposableBase):
         if subscription is not None:
             subscription.dispose()
 
-
-def backoff_delay(attempt: int, initial: float, maximum: float, retry_after: float | None) -> float:
-    """Transitional: :meth:`RetryPolicy.delay` (removed once the agent builds a config)."""
-    from ._config import RetryPolicy
-
-    return RetryPolicy(initial_backoff=initial, max_backoff=maximum).delay(attempt, retry_after)

@@ -27,27 +27,14 @@ from ._binding import close_paused
 from ._calling import Calling, NoResultError
 from ._checks import (
     AgentInputLike,
-    check_backoff,
-    check_bool,
-    check_conflict_policy,
     check_ctx,
-    check_failover_listener,
-    check_generate_options,
     check_middleware,
     check_middlewares,
-    check_model,
-    check_name,
     check_plugin,
     check_plugins,
-    check_positive,
     check_rules,
-    check_seconds,
-    check_session_store,
-    check_str,
-    check_toolkit,
     interrupt_message,
     keyword_hint,
-    show,
     unknown_setter,
 )
 from ._closing import aclose_toolkit, close_toolkit
@@ -55,7 +42,8 @@ from ._config import AgentConfig, FailoverListener, RetryPolicy
 from ._durable import is_durable
 from ._extensions import enable_tasks
 from ._hitl import ResumeError
-from ._permission_handler import PermissionHandler, check_permission_handler
+from ._permission_handler import PermissionHandler
+from ._settings import BY_NAME, SETTINGS, check_settings
 from ._slots import SessionSlots
 from ._subagent import agent_tool
 from ._watchdog import env_threshold
@@ -98,64 +86,55 @@ class ReActAgent(Calling):
         permission_handler: PermissionHandler | None = None,
         loop_lag_threshold: float | None = None,
     ) -> None:
-        check_name(name)
-        check_model("model", model)
-        if fallback_model is not None:
-            check_model("fallback_model", fallback_model)
-        check_str("sys_prompt", sys_prompt)
-        if toolkit is not None:
-            check_toolkit(toolkit)
-        check_positive("max_iters", max_iters)
-        check_positive("max_retries", max_retries)
-        if failover_listener is not None:
-            check_failover_listener(failover_listener)
-        if session_store is not None:
-            check_session_store(session_store)
-        if generate_options is not None:
-            check_generate_options(generate_options)
-        if enable_task_list is not False:
-            check_bool("enable_task_list", enable_task_list)
-        initial, maximum = check_backoff(retry_backoff)
-        registered = check_middlewares(middlewares, "middlewares")
-        added = tuple(check_plugins(plugins, "plugins"))
-        rules = check_rules(permission_rules)
-        if permission_handler is not None:
-            check_permission_handler(permission_handler)
+        # The signature is the typed view of agent/_settings.py's table (a test keeps
+        # them equal); every value is checked there, once.
+        values = dict(locals())
+        del values["self"]
+        self._setup(check_settings(values))
 
-        store = session_store if session_store is not None else InMemorySessionStore()
+    @classmethod
+    def _from_checked(cls, values: dict[str, Any]) -> ReActAgent:
+        """An agent from values the builder's setters already checked; the others
+        take the constructor's defaults."""
+        agent = cls.__new__(cls)
+        agent._setup({**_DEFAULTS, **values})
+        return agent
+
+    def _setup(self, s: dict[str, Any]) -> None:
+        store = s["session_store"] if s["session_store"] is not None \
+            else InMemorySessionStore()
         # Every tool source merged once (the user's toolkit is never changed); plugin
         # middlewares follow the direct ones, so equal orders put them after.
         toolkit, registered = assemble(
-            toolkit if toolkit is not None else Toolkit(), registered, added,
-            (enable_tasks,) if enable_task_list else (),
+            s["toolkit"] if s["toolkit"] is not None else Toolkit(), list(s["middlewares"]),
+            s["plugins"], (enable_tasks,) if s["enable_task_list"] else (),
         )
-        self._plugins = added
+        self._plugins: tuple[Plugin, ...] = s["plugins"]
+        initial, maximum = s["retry_backoff"]
+        lag = s["loop_lag_threshold"]
         # Everything a run reads, frozen: no setting changes under a call in flight.
         self._config = AgentConfig(
-            name=name,
-            sys_prompt=sys_prompt,
-            model=model,
+            name=s["name"],
+            sys_prompt=s["sys_prompt"],
+            model=s["model"],
             toolkit=toolkit,
             plan=ExecutionPlan(registered),
             session_store=store,
-            max_iters=max_iters,
-            retry=RetryPolicy(max_attempts=max_retries, initial_backoff=initial,
+            max_iters=s["max_iters"],
+            retry=RetryPolicy(max_attempts=s["max_retries"], initial_backoff=initial,
                               max_backoff=maximum),
-            fallback_model=fallback_model,
-            failover_listener=failover_listener,
-            generate_options=generate_options or GenerateOptions(),
-            permission_rules=rules,
-            tool_execution_context=check_ctx(tool_execution_context, "tool_execution_context"),
-            session_wait=check_seconds("session_wait", session_wait, positive=False),
-            session_lease_ttl=check_seconds("session_lease_ttl", session_lease_ttl,
-                                            positive=True),
-            conflict_policy=check_conflict_policy(conflict_policy),
-            tool_timeout=None if tool_timeout is None
-            else check_seconds("tool_timeout", tool_timeout, positive=True),
+            fallback_model=s["fallback_model"],
+            failover_listener=s["failover_listener"],
+            generate_options=s["generate_options"] or GenerateOptions(),
+            permission_rules=s["permission_rules"],
+            tool_execution_context=s["tool_execution_context"],
+            session_wait=s["session_wait"],
+            session_lease_ttl=s["session_lease_ttl"],
+            conflict_policy=s["conflict_policy"],
+            tool_timeout=s["tool_timeout"],
             durable=is_durable(store),
-            permission_handler=permission_handler,
-            loop_lag=env_threshold() if loop_lag_threshold is None
-            else check_seconds("loop_lag_threshold", loop_lag_threshold, positive=False) or None,
+            permission_handler=s["permission_handler"],
+            loop_lag=env_threshold() if lag is None else lag or None,
         )
         self._slots = SessionSlots()
 
@@ -254,6 +233,31 @@ class ReActAgent(Calling):
     def permission_rules(self) -> tuple[PermissionRule, ...]:
         return self._config.permission_rules
 
+    @property
+    def permission_handler(self) -> PermissionHandler | None:
+        return self._config.permission_handler
+
+    @property
+    def session_wait(self) -> float:
+        return self._config.session_wait
+
+    @property
+    def session_lease_ttl(self) -> float:
+        return self._config.session_lease_ttl
+
+    @property
+    def conflict_policy(self) -> ConflictPolicy:
+        return self._config.conflict_policy
+
+    @property
+    def tool_timeout(self) -> float | None:
+        return self._config.tool_timeout
+
+    @property
+    def loop_lag_threshold(self) -> float | None:
+        """The watchdog's threshold in effect (``None``: off)."""
+        return self._config.loop_lag
+
     # -- control -------------------------------------------------------------------
 
     def interrupt(self, ctx: RuntimeContext | None = None, msg: Msg | str | None = None) -> bool:
@@ -328,13 +332,12 @@ class ReActAgent(Calling):
 class ReActAgentBuilder:
     """Fluent builder: ``ReActAgent.builder().name("a").model(m).build()``.
 
-    Every setter checks its argument, so a mistake fails at the line that made it.
+    Every setter checks its argument (agent/_settings.py), so a mistake fails at the
+    line that made it; ``build()`` does not check again.
     """
 
     def __init__(self) -> None:
-        self._kwargs: dict[str, Any] = {}
-        self._middlewares: list[MiddlewareBase] = []
-        self._plugins: list[Plugin] = []
+        self._values: dict[str, Any] = {}
 
     if not TYPE_CHECKING:  # hidden from type checkers: unknown names stay type errors
 
@@ -342,111 +345,77 @@ class ReActAgentBuilder:
             raise unknown_setter(self, name, _SETTERS)
 
     def _set(self, key: str, value: Any) -> ReActAgentBuilder:
-        self._kwargs[key] = value
+        self._values[key] = BY_NAME[key].check(value)
+        return self
+
+    def _add(self, key: str, values: tuple[Any, ...]) -> ReActAgentBuilder:
+        self._values[key] = (*self._values.get(key, ()), *values)
         return self
 
     def name(self, name: str) -> ReActAgentBuilder:
-        check_name(name)
         return self._set("name", name)
 
     def sys_prompt(self, prompt: str) -> ReActAgentBuilder:
-        check_str("sys_prompt", prompt)
         return self._set("sys_prompt", prompt)
 
     def model(self, model: ChatModel) -> ReActAgentBuilder:
-        check_model("model", model)
         return self._set("model", model)
 
     def toolkit(self, toolkit: Toolkit) -> ReActAgentBuilder:
-        check_toolkit(toolkit)
         return self._set("toolkit", toolkit)
 
     def middleware(self, middleware: MiddlewareBase) -> ReActAgentBuilder:
         """Append one middleware (the same instance twice is two layers)."""
-        self._middlewares.append(
-            check_middleware(middleware, "middleware() takes a MiddlewareBase instance")
-        )
-        return self
+        return self._add("middlewares", (
+            check_middleware(middleware, "middleware() takes a MiddlewareBase instance"),))
 
     def middlewares(self, middlewares: Iterable[MiddlewareBase]) -> ReActAgentBuilder:
         """Append several middlewares, in order."""
-        self._middlewares.extend(check_middlewares(middlewares, "middlewares()"))
-        return self
+        return self._add("middlewares", tuple(check_middlewares(middlewares, "middlewares()")))
 
     def plugin(self, plugin: Plugin) -> ReActAgentBuilder:
         """Add a plugin: its middlewares join the plan, its tools the toolkit."""
-        self._plugins.append(check_plugin(plugin, "plugin() takes a Plugin"))
-        return self
+        return self._add("plugins", (check_plugin(plugin, "plugin() takes a Plugin"),))
 
     def plugins(self, plugins: Iterable[Plugin]) -> ReActAgentBuilder:
         """Add several plugins, in order."""
-        self._plugins.extend(check_plugins(plugins, "plugins()"))
-        return self
+        return self._add("plugins", tuple(check_plugins(plugins, "plugins()")))
 
     def max_iters(self, n: int) -> ReActAgentBuilder:
-        check_positive("max_iters", n)
         return self._set("max_iters", n)
 
     def max_retries(self, n: int) -> ReActAgentBuilder:
-        """Total attempts per model call (default 3); ``n <= 0`` is a ``ValueError``."""
-        check_positive("max_retries", n)
         return self._set("max_retries", n)
 
     def fallback_model(self, model: ChatModel) -> ReActAgentBuilder:
-        check_model("fallback_model", model)
         return self._set("fallback_model", model)
 
     def failover_listener(self, listener: FailoverListener) -> ReActAgentBuilder:
-        """``listener(primary_model, error)`` is called when a call switches to the
-        fallback model; its exceptions are logged and ignored."""
-        check_failover_listener(listener)
         return self._set("failover_listener", listener)
 
     def tool_execution_context(self, ctx: RuntimeContext) -> ReActAgentBuilder:
-        if not isinstance(ctx, RuntimeContext):
-            raise TypeError(f"tool_execution_context must be a RuntimeContext, got {show(ctx)}")
         return self._set("tool_execution_context", ctx)
 
     def enable_task_list(self, enabled: bool = True) -> ReActAgentBuilder:
-        check_bool("enable_task_list", enabled)
         return self._set("enable_task_list", enabled)
 
     def session_store(self, store: SessionStore) -> ReActAgentBuilder:
-        check_session_store(store)
         return self._set("session_store", store)
 
     def session_wait(self, seconds: float) -> ReActAgentBuilder:
-        """Seconds a call waits for a durable session another worker is serving
-        (default 30), then fails with ``SessionBusyError``."""
-        return self._set("session_wait", check_seconds("session_wait", seconds,
-                                                       positive=False))
+        return self._set("session_wait", seconds)
 
     def session_lease_ttl(self, seconds: float) -> ReActAgentBuilder:
-        """Seconds a durable session's lease lives unless renewed (default 30; renewed
-        at a third of it while a call runs): how soon a crashed worker's session frees."""
-        return self._set("session_lease_ttl", check_seconds("session_lease_ttl", seconds,
-                                                            positive=True))
+        return self._set("session_lease_ttl", seconds)
 
     def tool_timeout(self, seconds: float | None) -> ReActAgentBuilder:
-        """Seconds one tool call may take when its tool sets no ``timeout`` (Java's
-        tool execution timeout); past it the call is cancelled and the model gets an
-        error result, and the loop goes on."""
-        if seconds is not None:
-            seconds = check_seconds("tool_timeout", seconds, positive=True)
         return self._set("tool_timeout", seconds)
 
     def loop_lag_threshold(self, seconds: float | None) -> ReActAgentBuilder:
-        """Seconds the event loop may stall during a call before the agent logs a
-        warning naming the tool or hook that blocked it (a ``time.sleep`` in an async
-        tool, say); ``0`` turns it off. Default: the ``RX_AGENT_LOOP_LAG`` environment
-        variable, else off."""
-        if seconds is not None:
-            seconds = check_seconds("loop_lag_threshold", seconds, positive=False)
         return self._set("loop_lag_threshold", seconds)
 
     def conflict_policy(self, policy: ConflictPolicy | str) -> ReActAgentBuilder:
-        """What a save does when a newer writer saved first (default ``FAIL``)."""
-        return self._set("conflict_policy", check_conflict_policy(policy))
+        return self._set("conflict_policy", policy)
 
     def permission_rule(
         self,
@@ -459,49 +428,42 @@ class ReActAgentBuilder:
         """Add a permission rule: a tool-name glob, optionally a predicate over the
         arguments, and the decision (``"allow"``, ``"ask"`` or ``"deny"``)."""
         rule = PermissionRule(pattern=pattern, decision=decision, when=when, reason=reason)
-        rules = list(self._kwargs.get("permission_rules", ()))
-        rules.append(rule)
-        return self._set("permission_rules", rules)
+        return self._add("permission_rules", (rule,))
 
     def permission_rules(self, rules: Iterable[PermissionRule]) -> ReActAgentBuilder:
-        existing = list(self._kwargs.get("permission_rules", ()))
-        return self._set("permission_rules", [*existing, *check_rules(rules)])
+        """Add several permission rules, in order."""
+        return self._add("permission_rules", check_rules(rules))
 
     def permission_handler(self, handler: PermissionHandler | None) -> ReActAgentBuilder:
-        """``fn(call, ctx)``, asked about each "ask" tool call while the reply runs
-        (Blade's ``permissionHandler``): ``True``/``False``, ``"allow"``/``"deny"``, a
-        ``ConfirmResult``, or ``None``/``"ask"`` to pause for a human as without it.
-        See docs/hitl.md."""
-        if handler is not None:
-            check_permission_handler(handler)
         return self._set("permission_handler", handler)
 
     def generate_options(self, options: GenerateOptions) -> ReActAgentBuilder:
-        check_generate_options(options)
         return self._set("generate_options", options)
 
     def retry_backoff(self, initial: float, maximum: float = 8.0) -> ReActAgentBuilder:
-        """Seconds before the first retry (doubling, with jitter) and the cap."""
-        return self._set("retry_backoff", check_backoff((initial, maximum)))
+        return self._set("retry_backoff", (initial, maximum))
 
     def build(self) -> ReActAgent:
-        missing = [k for k in ("name", "model") if k not in self._kwargs]
+        missing = [k for k in ("name", "model") if k not in self._values]
         if missing:
             raise ValueError(f"ReActAgent.builder() is missing: {', '.join(missing)}")
-        return ReActAgent(middlewares=list(self._middlewares), plugins=list(self._plugins),
-                          **self._kwargs)
-
+        return ReActAgent._from_checked(self._values)
 
 
 _REACT_INIT = ReActAgent.__init__
-_INIT_PARAMS = frozenset(inspect.signature(ReActAgent.__init__).parameters) - {"self"}
+_INIT_PARAMS = frozenset(BY_NAME)
+_DEFAULTS = {p.name: p.default for p in inspect.signature(ReActAgent.__init__).parameters.values()
+             if p.default is not inspect.Parameter.empty}
 _SETTERS = frozenset(n for n in vars(ReActAgentBuilder) if not n.startswith("_"))
+
+# The table's documentation on the setters and properties that have none of their own.
+for _setting in SETTINGS:
+    for _owner in (ReActAgentBuilder, ReActAgent):
+        _member = vars(_owner).get(_setting.name)
+        if _member is not None and not _member.__doc__:
+            _member.__doc__ = _setting.doc
+del _setting, _owner, _member
 
 # Java spellings (``sysPrompt``, ``maxIters``, ``getName()``) answer with the Python name.
 install_java_names(ReActAgentBuilder)
-install_java_names(
-    ReActAgent,
-    ("sys_prompt", "max_iters", "max_retries", "fallback_model", "failover_listener",
-     "tool_execution_context", "session_store", "generate_options", "retry_backoff",
-     "permission_rules"),
-)
+install_java_names(ReActAgent, tuple(s.name for s in SETTINGS if s.prop))
