@@ -81,6 +81,7 @@ __all__ = [
     "check_key",
     "check_lease_args",
     "check_state",
+    "is_durable",
     "merge_append",
 ]
 
@@ -335,6 +336,13 @@ class AsyncSessionStore(Protocol):
     ) -> Lease: ...
     async def arenew_lease(self, lease: Lease) -> bool: ...
     async def arelease_lease(self, lease: Lease) -> bool: ...
+
+
+def is_durable(store: object) -> bool:
+    """Whether an agent on ``store`` takes leases, loads with versions and checkpoints by
+    compare-and-set: it implements :class:`AsyncSessionStore` and does not declare
+    ``durable = False`` (the in-memory store keeps the live object and needs neither)."""
+    return getattr(store, "durable", True) is not False and isinstance(store, AsyncSessionStore)
 
 
 # -- conflict policies -------------------------------------------------------------------
