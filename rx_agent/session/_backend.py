@@ -39,9 +39,8 @@ import contextlib
 import math
 import os
 import threading
-import time
-from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from ..context import AgentState
 from . import _policy
@@ -54,166 +53,12 @@ from ._base import (
     check_state,
 )
 from ._delta import restore_marks, take_marks
-from ._lease import POLL_MAX, POLL_MIN, LeaseAttempt, LeaseRecord, await_lease, wait_for_lease
+from ._lease import POLL_MAX, POLL_MIN, LeaseAttempt, await_lease, wait_for_lease
+from ._primitives import DEFAULT, Portal, SessionChanges, derive, made, missing
 
 __all__ = ["SessionBackend", "SessionChanges"]
 
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
-LeaseChange = Callable[[LeaseRecord | None], tuple[LeaseRecord | None, T]]
-
-
-class SessionChanges(NamedTuple):
-    """What ``load_since(key, version, count)`` found, for a caller holding a copy of the
-    session at ``version`` with ``count`` messages.
-
-    * ``version == 0``: the session is absent;
-    * ``state is None`` (and ``version > 0``): unchanged since the caller's version;
-    * else ``state`` is the stored state whose ``context`` holds only the stored
-      messages from position ``start`` on (``0``: all of them); the first ``start``
-      are the caller's, unchanged. :meth:`apply` puts the two together.
-    """
-
-    version: int
-    state: AgentState | None = None
-    start: int = 0
-
-    def apply(self, known: AgentState | None) -> AgentState | None:
-        """The stored state, given the caller's copy ``known`` (the one at its version)."""
-        if self.version == 0:
-            return None
-        if self.state is None:
-            return known
-        if self.start == 0:
-            return self.state
-        if known is None or len(known.context) < self.start:
-            raise ValueError(f"these changes start at message {self.start}: pass the copy "
-                             "they were read against")
-        return self.state.model_copy(update={
-            "context": [*known.context[:self.start], *self.state.context]})
-
-
-# -- which primitives a class implements ------------------------------------------------------
-
-_MISSING, _DEFAULT, _DERIVED = "missing", "default", "derived"
-
-_REQUIRED = (("_read", "_aread"), ("_write", "_awrite"), ("_remove", "_aremove"),
-             ("_list_keys", "_alist_keys"))
-_LEASES = (("_try_lease", "_atry_lease"), ("_leave_queue", "_aleave_queue"),
-           ("_renew_lease", "_arenew_lease"), ("_release_lease", "_arelease_lease"))
-_OPTIONAL = (("_update_lease", "_aupdate_lease"), ("_peek_version", "_apeek_version"),
-             ("_read_since", "_aread_since"))
-PRIMITIVES = (*_REQUIRED, *_LEASES, *_OPTIONAL)
-
-
-def _kind(fn: object) -> str | None:
-    """``None`` for a backend's own method, else how the kit made it."""
-    return getattr(fn, "__kit__", None)
-
-
-def _made(kind: str) -> Callable[[F], F]:
-    def mark(fn: F) -> F:
-        fn.__kit__ = kind  # type: ignore[attr-defined]
-        return fn
-
-    return mark
-
-
-def _missing(sync: str, asynchronous: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    def complain(self: SessionBackend) -> NotImplementedError:
-        return NotImplementedError(
-            f"{type(self).__name__} implements neither {sync} nor {asynchronous}: a session "
-            "backend implements one of each pair of primitives (docs/internals.md, "
-            "'Writing a session backend')")
-
-    def stub(self: SessionBackend, *args: Any) -> Any:
-        raise complain(self)
-
-    async def astub(self: SessionBackend, *args: Any) -> Any:
-        raise complain(self)
-
-    return _made(_MISSING)(stub), _made(_MISSING)(astub)
-
-
-def _async_twin(sync: str) -> Callable[..., Any]:
-    async def twin(self: SessionBackend, *args: Any) -> Any:
-        fn = getattr(self, sync)
-        if self.answers_inline:
-            return fn(*args)
-        return await self._run_blocking(fn, *args)
-
-    return _made(_DERIVED)(twin)
-
-
-def _sync_twin(asynchronous: str) -> Callable[..., Any]:
-    def twin(self: SessionBackend, *args: Any) -> Any:
-        return self._portal().call(getattr(self, asynchronous)(*args))
-
-    return _made(_DERIVED)(twin)
-
-
-def _via_record(sync: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """A lease primitive (sync and async) from ``_update_lease`` / ``_aupdate_lease``."""
-    def change(args: tuple[Any, ...]) -> tuple[SessionKey, LeaseChange[Any]]:
-        if sync == "_try_lease":
-            key, token, owner, ttl, join, _wake = args
-            return key, lambda r: (r or LeaseRecord()).attempt(token, owner, ttl, join,
-                                                               time.time())
-        if sync == "_leave_queue":
-            key, token = args
-            return key, lambda r: ((r or LeaseRecord()).leave(token, time.time()), None)
-        lease = args[0]
-        if sync == "_renew_lease":
-            return lease.key, lambda r: (r or LeaseRecord()).renew(lease, time.time())
-        return lease.key, lambda r: (r or LeaseRecord()).release(lease, time.time())
-
-    def prim(self: SessionBackend, *args: Any) -> Any:
-        return self._update_lease(*change(args))
-
-    async def aprim(self: SessionBackend, *args: Any) -> Any:
-        return await self._aupdate_lease(*change(args))
-
-    return _made(_DERIVED)(prim), _made(_DERIVED)(aprim)
-
-
-def _derive(cls: type[SessionBackend]) -> None:
-    """Fill in each primitive a class implements in one form only (and leases from
-    ``_update_lease``)."""
-    for sync, asynchronous in PRIMITIVES:
-        mine, theirs = _kind(getattr(cls, sync)), _kind(getattr(cls, asynchronous))
-        if mine is None and theirs is not None:
-            setattr(cls, asynchronous, _async_twin(sync))
-        elif theirs is None and mine is not None:
-            setattr(cls, sync, _sync_twin(asynchronous))
-    has_record = _MISSING not in (_kind(cls._update_lease), _kind(cls._aupdate_lease))
-    for sync, asynchronous in _LEASES:
-        if has_record and _kind(getattr(cls, sync)) == _MISSING:
-            prim, aprim = _via_record(sync)
-            setattr(cls, sync, prim)
-            setattr(cls, asynchronous, aprim)
-
-
-class _Portal:
-    """An event loop on a thread of its own, to run async primitives from sync code."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
-                                       name="rx-session-portal")
-        self.thread.start()
-
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        if threading.current_thread() is self.thread:
-            coro.close()
-            raise RuntimeError("a session store's blocking method was called from its own "
-                               "portal loop; use the a-prefixed coroutine there")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
 
 
 def _key(key: object) -> SessionKey:
@@ -268,43 +113,43 @@ class SessionBackend:
     answers_inline: ClassVar[bool] = False
     lease_poll: ClassVar[tuple[float, float]] = (POLL_MIN, POLL_MAX)
 
-    _read, _aread = _missing("_read", "_aread")
-    _write, _awrite = _missing("_write", "_awrite")
-    _remove, _aremove = _missing("_remove", "_aremove")
-    _list_keys, _alist_keys = _missing("_list_keys", "_alist_keys")
-    _try_lease, _atry_lease = _missing("_try_lease", "_atry_lease")
-    _leave_queue, _aleave_queue = _missing("_leave_queue", "_aleave_queue")
-    _renew_lease, _arenew_lease = _missing("_renew_lease", "_arenew_lease")
-    _release_lease, _arelease_lease = _missing("_release_lease", "_arelease_lease")
-    _update_lease, _aupdate_lease = _missing("_update_lease", "_aupdate_lease")
+    _read, _aread = missing("_read", "_aread")
+    _write, _awrite = missing("_write", "_awrite")
+    _remove, _aremove = missing("_remove", "_aremove")
+    _list_keys, _alist_keys = missing("_list_keys", "_alist_keys")
+    _try_lease, _atry_lease = missing("_try_lease", "_atry_lease")
+    _leave_queue, _aleave_queue = missing("_leave_queue", "_aleave_queue")
+    _renew_lease, _arenew_lease = missing("_renew_lease", "_arenew_lease")
+    _release_lease, _arelease_lease = missing("_release_lease", "_arelease_lease")
+    _update_lease, _aupdate_lease = missing("_update_lease", "_aupdate_lease")
 
-    __portal: _Portal | None = None
+    __portal: Portal | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "answers_inline" not in cls.__dict__ and ("load" in cls.__dict__
                                                      or "save" in cls.__dict__):
             cls.answers_inline = False  # an override may block, or be a coroutine
-        _derive(cls)
+        derive(cls)
 
     # -- optional primitives, derived from _read --------------------------------------
 
-    @_made(_DEFAULT)
+    @made(DEFAULT)
     def _peek_version(self, key: SessionKey) -> int:
         return self._read(key)[1]  # type: ignore[no-any-return]
 
-    @_made(_DEFAULT)
+    @made(DEFAULT)
     async def _apeek_version(self, key: SessionKey) -> int:
         return (await self._aread(key))[1]  # type: ignore[no-any-return]
 
-    @_made(_DEFAULT)
+    @made(DEFAULT)
     def _read_since(self, key: SessionKey, version: int, count: int) -> SessionChanges:
         if version and self._peek_version(key) == version:
             return SessionChanges(version)
         state, now = self._read(key)
         return SessionChanges(now, state)
 
-    @_made(_DEFAULT)
+    @made(DEFAULT)
     async def _aread_since(self, key: SessionKey, version: int, count: int) -> SessionChanges:
         if version and await self._apeek_version(key) == version:
             return SessionChanges(version)
@@ -317,13 +162,13 @@ class SessionBackend:
         """``fn(*args)`` off the event loop (a backend with its own threads overrides it)."""
         return await asyncio.to_thread(fn, *args)
 
-    def _portal(self) -> _Portal:
+    def _portal(self) -> Portal:
         portal = self.__portal
         if portal is None or portal.pid != os.getpid():
             with _PORTALS:
                 portal = self.__portal
                 if portal is None or portal.pid != os.getpid():
-                    portal = self.__portal = _Portal()
+                    portal = self.__portal = Portal()
         return portal
 
     def close(self) -> None:

@@ -83,6 +83,7 @@ __all__ = [
     "check_state",
     "is_durable",
     "merge_append",
+    "redact",
 ]
 
 ANONYMOUS_USER = "__anon__"
@@ -117,6 +118,16 @@ def check_state(state: object) -> AgentState:
     if not isinstance(state, AgentState):
         raise TypeError(f"a session store saves AgentState, got {type(state).__name__}")
     return state
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (for messages and reprs)."""
+    scheme, sep, rest = url.partition("://")
+    auth, at, host = rest.rpartition("@")
+    if not sep or not at:
+        return url
+    user = auth.partition(":")[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in auth else f"{scheme}://{user}@{host}"
 
 
 # -- errors ------------------------------------------------------------------------------

@@ -39,13 +39,13 @@ from typing import Any, NamedTuple, TypeVar
 from ..context import AgentState
 from ._backend import SessionBackend
 from ._base import ConcurrentSessionModificationError as _Conflict
-from ._base import Lease, SessionKey
+from ._base import Lease, SessionKey, redact
 from ._delta import MessageRoles, Snapshot, SnapshotCache, compute_delta, snapshot_of
 from ._lease import WAITER_TTL, LeaseAttempt
 from ._redis_lua import SCRIPTS
 from ._schema import corrupt, decode_stored, encode_head
 
-__all__ = ["RedisSessionStore"]
+__all__ = ["RedisSessionStore", "redact"]
 
 T = TypeVar("T")
 _INSTALL = ("RedisSessionStore needs the redis client: pip install -e '.[redis]' (from a "
@@ -84,16 +84,6 @@ def _int(key: SessionKey, field: str, raw: bytes | None, where: str) -> int:
         return int(raw or b"0")
     except ValueError:
         raise corrupt(key, f"the head's {field!r} field is not an integer", where) from None
-
-
-def redact(url: str) -> str:
-    """``url`` without its password (for messages and reprs)."""
-    scheme, sep, rest = url.partition("://")
-    auth, at, host = rest.rpartition("@")
-    if not sep or not at:
-        return url
-    user = auth.partition(":")[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in auth else f"{scheme}://{user}@{host}"
 
 
 def _check_database(url: str) -> None:

@@ -1,0 +1,184 @@
+"""The primitives of a session backend: which exist, and how the missing form of each
+is made from the other (see :mod:`rx_agent.session._backend`).
+
+Each primitive has a sync and an async form. A class implements one or both; at
+class creation :func:`derive` fills in the other: a sync primitive becomes a
+coroutine that runs it off the loop (``_run_blocking``; inline for a backend that
+``answers_inline``), an async one a blocking call through the store's portal (an
+event loop on a thread of its own). The four lease primitives come from
+``_update_lease`` (a :class:`LeaseRecord` read-modify-write) when a backend has no
+lease logic of its own. A primitive implemented in neither form raises
+``NotImplementedError`` naming the pair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, NamedTuple, TypeVar
+
+from ..context import AgentState
+from ._base import SessionKey
+from ._lease import LeaseRecord
+
+__all__ = ["DEFAULT", "PRIMITIVES", "Portal", "SessionChanges", "derive", "made", "missing"]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+LeaseChange = Callable[[LeaseRecord | None], tuple[LeaseRecord | None, T]]
+
+
+class SessionChanges(NamedTuple):
+    """What ``load_since(key, version, count)`` found, for a caller holding a copy of the
+    session at ``version`` with ``count`` messages.
+
+    * ``version == 0``: the session is absent;
+    * ``state is None`` (and ``version > 0``): unchanged since the caller's version;
+    * else ``state`` is the stored state whose ``context`` holds only the stored
+      messages from position ``start`` on (``0``: all of them); the first ``start``
+      are the caller's, unchanged. :meth:`apply` puts the two together.
+    """
+
+    version: int
+    state: AgentState | None = None
+    start: int = 0
+
+    def apply(self, known: AgentState | None) -> AgentState | None:
+        """The stored state, given the caller's copy ``known`` (the one at its version)."""
+        if self.version == 0:
+            return None
+        if self.state is None:
+            return known
+        if self.start == 0:
+            return self.state
+        if known is None or len(known.context) < self.start:
+            raise ValueError(f"these changes start at message {self.start}: pass the copy "
+                             "they were read against")
+        return self.state.model_copy(update={
+            "context": [*known.context[:self.start], *self.state.context]})
+
+
+# -- which primitives a class implements ------------------------------------------------------
+
+_MISSING, DEFAULT, _DERIVED = "missing", "default", "derived"
+
+_REQUIRED = (("_read", "_aread"), ("_write", "_awrite"), ("_remove", "_aremove"),
+             ("_list_keys", "_alist_keys"))
+_LEASES = (("_try_lease", "_atry_lease"), ("_leave_queue", "_aleave_queue"),
+           ("_renew_lease", "_arenew_lease"), ("_release_lease", "_arelease_lease"))
+_OPTIONAL = (("_update_lease", "_aupdate_lease"), ("_peek_version", "_apeek_version"),
+             ("_read_since", "_aread_since"))
+PRIMITIVES = (*_REQUIRED, *_LEASES, *_OPTIONAL)
+
+
+def _kind(fn: object) -> str | None:
+    """``None`` for a backend's own method, else how the kit made it."""
+    return getattr(fn, "__kit__", None)
+
+
+def made(kind: str) -> Callable[[F], F]:
+    def mark(fn: F) -> F:
+        fn.__kit__ = kind  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def missing(sync: str, asynchronous: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    def complain(self: Any) -> NotImplementedError:
+        return NotImplementedError(
+            f"{type(self).__name__} implements neither {sync} nor {asynchronous}: a session "
+            "backend implements one of each pair of primitives (docs/internals.md, "
+            "'Writing a session backend')")
+
+    def stub(self: Any, *args: Any) -> Any:
+        raise complain(self)
+
+    async def astub(self: Any, *args: Any) -> Any:
+        raise complain(self)
+
+    return made(_MISSING)(stub), made(_MISSING)(astub)
+
+
+def _async_twin(sync: str) -> Callable[..., Any]:
+    async def twin(self: Any, *args: Any) -> Any:
+        fn = getattr(self, sync)
+        if self.answers_inline:
+            return fn(*args)
+        return await self._run_blocking(fn, *args)
+
+    return made(_DERIVED)(twin)
+
+
+def _sync_twin(asynchronous: str) -> Callable[..., Any]:
+    def twin(self: Any, *args: Any) -> Any:
+        return self._portal().call(getattr(self, asynchronous)(*args))
+
+    return made(_DERIVED)(twin)
+
+
+def _via_record(sync: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """A lease primitive (sync and async) from ``_update_lease`` / ``_aupdate_lease``."""
+    def change(args: tuple[Any, ...]) -> tuple[SessionKey, LeaseChange[Any]]:
+        if sync == "_try_lease":
+            key, token, owner, ttl, join, _wake = args
+            return key, lambda r: (r or LeaseRecord()).attempt(token, owner, ttl, join,
+                                                               time.time())
+        if sync == "_leave_queue":
+            key, token = args
+            return key, lambda r: ((r or LeaseRecord()).leave(token, time.time()), None)
+        lease = args[0]
+        if sync == "_renew_lease":
+            return lease.key, lambda r: (r or LeaseRecord()).renew(lease, time.time())
+        return lease.key, lambda r: (r or LeaseRecord()).release(lease, time.time())
+
+    def prim(self: Any, *args: Any) -> Any:
+        return self._update_lease(*change(args))
+
+    async def aprim(self: Any, *args: Any) -> Any:
+        return await self._aupdate_lease(*change(args))
+
+    return made(_DERIVED)(prim), made(_DERIVED)(aprim)
+
+
+def derive(cls: type[Any]) -> None:
+    """Fill in each primitive a class implements in one form only (and leases from
+    ``_update_lease``)."""
+    for sync, asynchronous in PRIMITIVES:
+        mine, theirs = _kind(getattr(cls, sync)), _kind(getattr(cls, asynchronous))
+        if mine is None and theirs is not None:
+            setattr(cls, asynchronous, _async_twin(sync))
+        elif theirs is None and mine is not None:
+            setattr(cls, sync, _sync_twin(asynchronous))
+    has_record = _MISSING not in (_kind(cls._update_lease), _kind(cls._aupdate_lease))
+    for sync, asynchronous in _LEASES:
+        if has_record and _kind(getattr(cls, sync)) == _MISSING:
+            prim, aprim = _via_record(sync)
+            setattr(cls, sync, prim)
+            setattr(cls, asynchronous, aprim)
+
+
+class Portal:
+    """An event loop on a thread of its own, to run async primitives from sync code."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
+                                       name="rx-session-portal")
+        self.thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError("a session store's blocking method was called from its own "
+                               "portal loop; use the a-prefixed coroutine there")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
