@@ -28,7 +28,7 @@ class Storage:
     sessions: dict[SessionKey, tuple[int, str]] = field(default_factory=dict)
     leases: dict[SessionKey, LeaseRecord] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)  # loop-agnostic
-    loops: set[int] = field(default_factory=set)  # threads the primitives ran on
+    threads: set[threading.Thread] = field(default_factory=set)  # where the primitives ran
 
 
 class AsyncOnlyStore(SessionBackend):
@@ -36,7 +36,7 @@ class AsyncOnlyStore(SessionBackend):
         self.storage = storage if storage is not None else Storage()
 
     async def _io(self) -> None:
-        self.storage.loops.add(threading.get_ident())
+        self.storage.threads.add(threading.current_thread())
         await asyncio.sleep(0)  # a round trip to a server would yield here
 
     async def _aread(self, key: SessionKey) -> tuple[AgentState | None, int]:

@@ -58,4 +58,4 @@ class TestAsyncOnlyStore(StoreContract):
 
     def test_the_blocking_api_runs_on_the_portal_thread(self, store: Any) -> None:
         store.load(("u", "s"))
-        assert threading.get_ident() not in store.storage.loops  # never on this thread
+        assert threading.current_thread() not in store.storage.threads  # never this one
