@@ -37,8 +37,8 @@ class ReadOnly(SessionBackend):
 def test_a_missing_primitive_names_both_forms() -> None:
     store = ReadOnly()
     assert store.load(KEY) is None
-    with pytest.raises(NotImplementedError, match="ReadOnly implements neither _write nor "
-                                                  "_awrite.*Writing a session backend"):
+    with pytest.raises(NotImplementedError, match=r"ReadOnly implements neither _write nor "
+                                                  r"_awrite.*Writing a session backend"):
         store.save(KEY, state_with(1))
     with pytest.raises(NotImplementedError, match="neither _remove nor _aremove"):
         asyncio.run(store.adelete(KEY))

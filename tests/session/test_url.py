@@ -182,7 +182,7 @@ def test_a_registered_scheme_opens_through_the_url(registry: Any) -> None:
 
 
 def test_registering_is_checked(registry: Any) -> None:
-    with pytest.raises(ValueError, match="'sqlite':// is registered already.*replace=True"):
+    with pytest.raises(ValueError, match=r"'sqlite':// is registered already.*replace=True"):
         register_store_scheme("sqlite", lambda url: InMemorySessionStore())
     register_store_scheme("sqlite", lambda url: InMemorySessionStore(), replace=True)
     assert isinstance(session_store_from_url("sqlite:///x.db"), InMemorySessionStore)
