@@ -54,7 +54,7 @@ from ._base import (
 )
 from ._delta import restore_marks, take_marks
 from ._lease import POLL_MAX, POLL_MIN, LeaseAttempt, await_lease, wait_for_lease
-from ._primitives import DEFAULT, Portal, SessionChanges, derive, made, missing
+from ._primitives import DEFAULT, Portal, SessionChanges, derive, inline_coroutines, made, missing
 
 __all__ = ["SessionBackend", "SessionChanges"]
 
@@ -131,6 +131,7 @@ class SessionBackend:
                                                      or "save" in cls.__dict__):
             cls.answers_inline = False  # an override may block, or be a coroutine
         derive(cls)
+        inline_coroutines(cls, SessionBackend)
 
     # -- optional primitives, derived from _read --------------------------------------
 
@@ -197,11 +198,16 @@ class SessionBackend:
 
     def load(self, key: SessionKey) -> AgentState | None:
         """The stored state, or ``None`` when absent."""
-        return self._read(_key(key))[0]  # type: ignore[no-any-return]
+        # On every call's path: the agent's own keys pass with an inline check.
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
+        return self._read(key)[0]  # type: ignore[no-any-return]
 
     def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
         """``(state, version)``; ``(None, 0)`` when absent."""
-        return self._read(_key(key))  # type: ignore[no-any-return]
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
+        return self._read(key)  # type: ignore[no-any-return]
 
     def save(self, key: SessionKey, state: AgentState) -> None:
         """Store ``state`` unconditionally (last writer wins)."""
@@ -211,9 +217,12 @@ class SessionBackend:
         """Compare-and-set; the new version, or ``ConcurrentSessionModificationError``."""
         return self._checked_write(key, state, _version(expected_version, "expected_version"))
 
-    def _checked_write(self, key: object, state: object, expected: int | None) -> int:
-        key = _key(key)
-        state = state if type(state) is AgentState else check_state(state)
+    def _checked_write(self, key: Any, state: Any, expected: int | None) -> int:
+        if (type(key) is not SessionKey or type(key[0]) is not str or type(key[1]) is not str
+                or not (key[0] and key[1])):
+            key = check_key(key)  # the agent's keys pass the inline check above
+        if type(state) is not AgentState:
+            state = check_state(state)
         marks = take_marks(state)
         try:
             return self._write(key, state, expected, marks)  # type: ignore[no-any-return]
@@ -276,10 +285,14 @@ class SessionBackend:
     # -- the coroutines -------------------------------------------------------------------
 
     async def aload(self, key: SessionKey) -> AgentState | None:
-        return (await self._aread(_key(key)))[0]  # type: ignore[no-any-return]
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
+        return (await self._aread(key))[0]  # type: ignore[no-any-return]
 
     async def aload_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
-        return await self._aread(_key(key))  # type: ignore[no-any-return]
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
+        return await self._aread(key)  # type: ignore[no-any-return]
 
     async def asave(self, key: SessionKey, state: AgentState) -> None:
         await self._achecked_write(key, state, None)

@@ -18,12 +18,14 @@ Three protocols, one convention
     They never block the event loop: SQLite work runs on the store's own worker
     threads, Redis uses ``redis.asyncio``.
 
-A runtime discovers durability once, when the agent is built:
-``isinstance(store, AsyncSessionStore)`` means "call the ``a``-prefixed coroutines on
-the loop"; anything else is driven through ``load``/``save`` as before. The built-in
+A runtime discovers durability once, when the agent is built (:func:`is_durable`):
+a store implementing :class:`AsyncSessionStore` that does not declare
+``durable = False`` gets leases, versions and checkpoints through the ``a``-prefixed
+coroutines; anything else is driven through ``load``/``save`` as before. The built-in
 stores (:class:`~rx_agent.session.InMemorySessionStore`,
 :class:`~rx_agent.session.SqliteSessionStore`,
-:class:`~rx_agent.session.RedisSessionStore`) implement both full protocols.
+:class:`~rx_agent.session.RedisSessionStore`) implement both full protocols, all
+through the kit (:class:`~rx_agent.session.SessionBackend`).
 
 Versions and fencing
 --------------------

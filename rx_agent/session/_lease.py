@@ -1,4 +1,6 @@
-"""The waiting half of lease acquisition, shared by every store (sync and async).
+"""Leases shared by every store: the waiting loops (sync and async), and
+:class:`LeaseRecord`, one session's lease as plain data for a backend without lease
+logic of its own (see :mod:`rx_agent.session._backend`).
 
 A store supplies one *attempt* (``attempt(token, heartbeat) -> LeaseAttempt``): take
 the lease if it is free (or expired) and this token is first in the session's

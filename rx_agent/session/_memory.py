@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from ..context import AgentState
 from ._backend import SessionBackend
 from ._base import ConcurrentSessionModificationError as _Conflict
-from ._base import Lease, SessionKey
+from ._base import Lease, SessionKey, check_key, check_state
+from ._delta import take_marks
 from ._lease import LeaseAttempt
 
 __all__ = ["InMemorySessionStore"]
@@ -122,6 +123,26 @@ class InMemorySessionStore(SessionBackend):
 
     def __repr__(self) -> str:
         return f"InMemorySessionStore({len(self)} sessions)"
+
+    # The agent calls load and save on every call (the default store, inline): these
+    # two skip the kit's generic layer (one method call and the version lookup), the
+    # rest is derived from the primitives below.
+
+    def load(self, key: SessionKey) -> AgentState | None:
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
+        with self._lock:
+            return self._states.get(key)
+
+    def save(self, key: SessionKey, state: AgentState) -> None:
+        if type(state) is not AgentState:
+            check_state(state)
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
+        take_marks(state)  # nothing to rewrite: the object itself is stored
+        with self._lock:
+            self._states[key] = state
+            self._versions[key] = self._versions.get(key, 0) + 1
 
     def keys(self) -> list[SessionKey]:
         with self._lock:

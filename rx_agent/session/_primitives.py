@@ -24,7 +24,17 @@ from ..context import AgentState
 from ._base import SessionKey
 from ._lease import LeaseRecord
 
-__all__ = ["DEFAULT", "PRIMITIVES", "Portal", "SessionChanges", "derive", "made", "missing"]
+__all__ = [
+    "DEFAULT",
+    "PRIMITIVES",
+    "InlineCoroutines",
+    "Portal",
+    "SessionChanges",
+    "derive",
+    "inline_coroutines",
+    "made",
+    "missing",
+]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -159,6 +169,64 @@ def derive(cls: type[Any]) -> None:
             prim, aprim = _via_record(sync)
             setattr(cls, sync, prim)
             setattr(cls, asynchronous, aprim)
+
+
+_INLINE = "inline"
+
+
+class InlineCoroutines:
+    """The coroutines of an ``answers_inline`` backend: its sync methods, called on the
+    loop (one coroutine, no derived layers: the in-memory store is on every call's
+    path). :func:`inline_coroutines` puts them on such a class."""
+
+    async def aload(self: Any, key: SessionKey) -> AgentState | None:
+        return self.load(key)  # type: ignore[no-any-return]
+
+    async def aload_versioned(self: Any, key: SessionKey) -> tuple[AgentState | None, int]:
+        return self.load_versioned(key)  # type: ignore[no-any-return]
+
+    async def asave(self: Any, key: SessionKey, state: AgentState) -> None:
+        self.save(key, state)
+
+    async def asave_if_version(self: Any, key: SessionKey, state: AgentState,
+                               expected_version: int) -> int:
+        return self.save_if_version(key, state, expected_version)  # type: ignore[no-any-return]
+
+    async def adelete(self: Any, key: SessionKey) -> bool:
+        return self.delete(key)  # type: ignore[no-any-return]
+
+    async def alist_sessions(self: Any, user_id: str | None = None) -> list[SessionKey]:
+        return self.list_sessions(user_id)  # type: ignore[no-any-return]
+
+    async def aversion(self: Any, key: SessionKey) -> int:
+        return self.version(key)  # type: ignore[no-any-return]
+
+    async def aload_since(self: Any, key: SessionKey, version: int,
+                          count: int) -> SessionChanges:
+        return self.load_since(key, version, count)  # type: ignore[no-any-return]
+
+    async def arenew_lease(self: Any, lease: Any) -> bool:
+        return self.renew_lease(lease)  # type: ignore[no-any-return]
+
+    async def arelease_lease(self: Any, lease: Any) -> bool:
+        return self.release_lease(lease)  # type: ignore[no-any-return]
+
+
+_INLINE_NAMES = [n for n in InlineCoroutines.__dict__ if n.startswith("a")]
+for _name in _INLINE_NAMES:
+    made(_INLINE)(InlineCoroutines.__dict__[_name])
+del _name
+
+
+def inline_coroutines(cls: type[Any], base: type[Any]) -> None:
+    """An ``answers_inline`` class gets :class:`InlineCoroutines`' coroutines (unless
+    it has its own); a class that is not inline gets the kit's own back."""
+    for name in _INLINE_NAMES:
+        current = getattr(cls, name)
+        if _kind(current) is None and current is not base.__dict__[name]:
+            continue  # the class's own coroutine
+        setattr(cls, name, InlineCoroutines.__dict__[name] if cls.answers_inline
+                else base.__dict__[name])
 
 
 class Portal:
