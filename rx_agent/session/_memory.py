@@ -124,15 +124,22 @@ class InMemorySessionStore(SessionBackend):
     def __repr__(self) -> str:
         return f"InMemorySessionStore({len(self)} sessions)"
 
-    # The agent calls load and save on every call (the default store, inline): these
-    # two skip the kit's generic layer (one method call and the version lookup), the
-    # rest is derived from the primitives below.
+    # The agent calls load and save on every call (the default store, inline), and
+    # load_versioned is the read of every compare-and-set loop: these skip the kit's
+    # generic layer (a method call, the version lookup); the rest is derived from the
+    # primitives below.
 
     def load(self, key: SessionKey) -> AgentState | None:
         if type(key) is not SessionKey or not (key[0] and key[1]):
             key = check_key(key)
         with self._lock:
             return self._states.get(key)
+
+    def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
+        with self._lock:
+            return self._states.get(key), self._versions.get(key, 0)
 
     def save(self, key: SessionKey, state: AgentState) -> None:
         if type(state) is not AgentState:

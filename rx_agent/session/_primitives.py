@@ -130,26 +130,38 @@ def _sync_twin(asynchronous: str) -> Callable[..., Any]:
     return made(_DERIVED)(twin)
 
 
+def _attempt(key: SessionKey, token: str, owner: str, ttl: float, join: bool,
+             wake: object) -> tuple[SessionKey, LeaseChange[Any]]:
+    return key, lambda r: (r or LeaseRecord()).attempt(token, owner, ttl, join, time.time())
+
+
+def _leave(key: SessionKey, token: str) -> tuple[SessionKey, LeaseChange[Any]]:
+    return key, lambda r: ((r or LeaseRecord()).leave(token, time.time()), None)
+
+
+def _renew(lease: Any) -> tuple[SessionKey, LeaseChange[Any]]:
+    return lease.key, lambda r: (r or LeaseRecord()).renew(lease, time.time())
+
+
+def _release(lease: Any) -> tuple[SessionKey, LeaseChange[Any]]:
+    return lease.key, lambda r: (r or LeaseRecord()).release(lease, time.time())
+
+
+# Each lease primitive as (the session, the change of its LeaseRecord) for _update_lease.
+_RECORD_CHANGES: dict[str, Callable[..., tuple[SessionKey, LeaseChange[Any]]]] = {
+    "_try_lease": _attempt, "_leave_queue": _leave, "_renew_lease": _renew,
+    "_release_lease": _release}
+
+
 def _via_record(sync: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """A lease primitive (sync and async) from ``_update_lease`` / ``_aupdate_lease``."""
-    def change(args: tuple[Any, ...]) -> tuple[SessionKey, LeaseChange[Any]]:
-        if sync == "_try_lease":
-            key, token, owner, ttl, join, _wake = args
-            return key, lambda r: (r or LeaseRecord()).attempt(token, owner, ttl, join,
-                                                               time.time())
-        if sync == "_leave_queue":
-            key, token = args
-            return key, lambda r: ((r or LeaseRecord()).leave(token, time.time()), None)
-        lease = args[0]
-        if sync == "_renew_lease":
-            return lease.key, lambda r: (r or LeaseRecord()).renew(lease, time.time())
-        return lease.key, lambda r: (r or LeaseRecord()).release(lease, time.time())
+    change = _RECORD_CHANGES[sync]
 
     def prim(self: Any, *args: Any) -> Any:
-        return self._update_lease(*change(args))
+        return self._update_lease(*change(*args))
 
     async def aprim(self: Any, *args: Any) -> Any:
-        return await self._aupdate_lease(*change(args))
+        return await self._aupdate_lease(*change(*args))
 
     return made(_DERIVED)(prim), made(_DERIVED)(aprim)
 
