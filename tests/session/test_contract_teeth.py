@@ -55,7 +55,8 @@ EXPECTED_FAILURES = {
     "test_append_merge_does_not_revive_a_deleted_session",
 }
 # The broken release also drops the waiting queue: arrival order holds only by luck.
-MAY_FAIL = {"test_waiters_are_served_in_arrival_order"}
+MAY_FAIL = {"test_waiters_are_served_in_arrival_order",
+            "test_sync_and_async_callers_share_one_queue"}
 
 
 @pytest.mark.timeout(300)
