@@ -41,6 +41,12 @@ attributes.
 
 from __future__ import annotations
 
+try:
+    import pytest  # noqa: F401  (the suite's fixtures and assertions)
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess
+    raise ImportError("rx_agent.testing.store_contract is a pytest suite: pip install pytest"
+                      ) from exc
+
 from ._contract_durable import SharingContract
 from ._contract_leases import LeaseContract
 from ._contract_state import KEY, StateContract, arun, round_msgs, state_with, texts

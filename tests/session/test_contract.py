@@ -59,3 +59,15 @@ class TestAsyncOnlyStore(StoreContract):
     def test_the_blocking_api_runs_on_the_portal_thread(self, store: Any) -> None:
         store.load(("u", "s"))
         assert threading.current_thread() not in store.storage.threads  # never this one
+
+
+def test_the_contract_without_pytest_says_what_to_install() -> None:
+    import subprocess
+
+    code = ("import sys; sys.modules['pytest'] = None\n"
+            "try:\n    import rx_agent.testing.store_contract\n"
+            "except ImportError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.stdout.strip() == ("rx_agent.testing.store_contract is a pytest suite: "
+                                   "pip install pytest"), done.stderr
