@@ -33,6 +33,7 @@ NAMES = [
     "reply_budget",
     "tracing_otel",
     "durable_sessions",
+    "json_file_store",
     "continue_once",
     "serve_app",
     "openai_client",
@@ -99,6 +100,13 @@ def test_session_bootstrap(runs: dict[str, Run]) -> None:
     assert out.count("user: [user profile] Alice prefers metric units") == 2  # seen twice
     assert "  assistant: It is 24 C.\n  user: And in Fahrenheit?" in out
     assert "profile messages in the session: 1" in out  # but added once
+
+
+def test_json_file_store(runs: dict[str, Run]) -> None:
+    assert ok(runs, "json_file_store").lines == [
+        "You are Ada. [SessionKey(user_id='ada', session_id='s1')] 2",
+        "['ada+s1.json']",
+    ]
 
 
 def test_request_context(runs: dict[str, Run]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from .._rx import runtime_loop
 from ..context import AgentState
 from ..message import Msg
-from ..session import AsyncSessionStore, InMemorySessionStore, SessionKey, SessionStore
+from ..session import AsyncSessionStore, SessionKey, SessionStore
 from ._durable import DurableHold, close_paused_durably
 from ._hitl import close_pending
 from ._slots import SessionSlots
@@ -84,8 +84,9 @@ class SessionBinding:
         self.durable = durable
         # Tool calls repaired on load (durable stores; a tuple: nothing per call else).
         self.recovered: Sequence[str] = ()
-        # The default store answers at once: finishing needs no task.
-        self.sync = type(store) is InMemorySessionStore
+        # A store that answers inline (it declares it: the in-memory one) lets a call
+        # finish without a task.
+        self.sync = durable is None and getattr(store, "answers_inline", False) is True
 
     async def bind(self, user_id: str | None) -> AgentState:
         if self.state is not None and self.held:
@@ -115,8 +116,8 @@ class SessionBinding:
         return None
 
     async def release(self) -> BaseException | None:
-        """Save the state and free the slot (once). With a durable store, returns what
-        kept the state from being saved (the call should fail with it)."""
+        """Save the state and free the slot (once). Returns what kept the state from
+        being saved (the store's error), so the call fails with it; ``None`` once saved."""
         if self.released:
             return None
         self.released = True
@@ -126,23 +127,25 @@ class SessionBinding:
             saved = self.save()
             if saved is not None:
                 await saved
-        except Exception:
-            logger.exception("saving session %s failed", self.key)
+        except Exception as exc:
+            logger.warning("session %s: the state was not saved (%s)", self.key, exc)
+            return exc
         finally:
             self._free()
         return None
 
-    def release_now(self) -> None:
-        """:meth:`release` without waiting (a synchronous store, or a closed loop)."""
+    def release_now(self) -> BaseException | None:
+        """:meth:`release` without waiting (a store that answers inline, or a closed
+        loop); what kept the state from being saved, as :meth:`release`."""
         if self.released:
-            return
+            return None
         self.released = True
         try:
             if self.durable is not None:
                 # No loop left to compare-and-set on; the lease expires by itself.
                 logger.error("session %s: the event loop has closed; the state was not "
                              "saved", self.key)
-                return
+                return None
             saved = self.save()
             if saved is not None:
                 close = getattr(saved, "close", None)
@@ -150,10 +153,12 @@ class SessionBinding:
                     close()  # the loop is gone: a coroutine here can never run
                 logger.error("session %s: the store is asynchronous and the event loop "
                              "has closed; the state was not saved", self.key)
-        except Exception:
-            logger.exception("saving session %s failed", self.key)
+        except Exception as exc:
+            logger.warning("session %s: the state was not saved (%s)", self.key, exc)
+            return exc
         finally:
             self._free()
+        return None
 
     def _free(self) -> None:
         if self.held:

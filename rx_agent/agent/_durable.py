@@ -24,13 +24,12 @@ from ..session import (
     AsyncSessionStore,
     ConcurrentSessionModificationError,
     ConflictPolicy,
-    InMemorySessionStore,
     Lease,
     SessionBusyError,
     SessionKey,
-    SessionStore,
     asave_with_policy,
 )
+from ..session._base import is_durable
 from ._hitl import close_pending
 from ._results import close_unanswered
 
@@ -41,12 +40,6 @@ logger = logging.getLogger("rx_agent")
 RECOVERED_TEXT = "Interrupted: the worker serving this session stopped before the tool finished."
 
 _HOST = socket.gethostname()
-
-
-def is_durable(store: SessionStore) -> bool:
-    """Whether calls on ``store`` take leases and save by compare-and-set (decided once
-    per agent: the in-memory store keeps the live object and needs neither)."""
-    return not isinstance(store, InMemorySessionStore) and isinstance(store, AsyncSessionStore)
 
 
 class DurableHold:

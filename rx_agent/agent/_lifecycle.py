@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Any, cast
@@ -53,6 +54,8 @@ from ._steps import EVENT_TYPES, CallScope, is_event
 from ._watchdog import watch
 
 __all__ = ["Phase", "Run"]
+
+logger = logging.getLogger("rx_agent")
 
 _thread_id = threading.get_ident
 
@@ -344,8 +347,8 @@ class Run(rxabc.DisposableBase):
         if self.binding.sync and (refused or not self.config.plan.finish_hooks()):
             # Nothing to await: finish now instead of paying for a task.
             self._seal()
-            self.binding.release_now()
-            self._deliver(observer, error)
+            unsaved = self.binding.release_now()
+            self._deliver(observer, self._outcome(error, unsaved))
             return
         loop = self.scope.loop
         assert loop is not None
@@ -367,9 +370,20 @@ class Run(rxabc.DisposableBase):
         finally:
             self._seal()
             unsaved = await self.binding.release()
-        if error is None and unsaved is not None:
-            error = unsaved  # a durable store refused the state: the caller must know
-        self._deliver(observer, error)
+        self._deliver(observer, self._outcome(error, unsaved))
+
+    def _outcome(
+        self, error: BaseException | None, unsaved: BaseException | None
+    ) -> BaseException | None:
+        """The call's error; a failed final save is one (the caller must know its
+        session was not saved), unless the call failed first."""
+        if unsaved is None:
+            return error
+        if error is not None:
+            logger.error("session %s: the state was not saved after the call failed",
+                         self.binding.key, exc_info=unsaved)
+            return error
+        return unsaved
 
     def _deliver(
         self, observer: rxabc.ObserverBase[AgentEvent] | None, error: BaseException | None
@@ -452,7 +466,10 @@ class Run(rxabc.DisposableBase):
     async def _release_disposed(self) -> None:
         # Runs after the cancelled step's task (scheduled first) has unwound.
         self._seal()
-        await self.binding.release()
+        unsaved = await self.binding.release()
+        if unsaved is not None:  # nobody is subscribed to be told
+            logger.error("session %s: the state of a disposed call was not saved",
+                         self.binding.key, exc_info=unsaved)
         self._unlink()
 
     def request_interrupt(self, msg: Msg | None = None) -> None:

@@ -6,6 +6,7 @@ import argparse
 import math
 
 from .._version import __version__
+from ..session._url import store_url_forms
 from ._base import DEFAULT_OPENAI_MODEL, PROG
 from ._commands import cmd_chat, cmd_demo, cmd_plan
 from ._logging import LOG_LEVELS
@@ -151,8 +152,7 @@ def _add_store_option(parser: argparse.ArgumentParser, what: str = "the session 
     parser.add_argument(
         "--store",
         metavar="URL",
-        help=f"{what}: memory://, sqlite:///relative.db, sqlite:////absolute.db or "
-        f"redis://host:port/db[?prefix=NAME]; default: {default_store_help()}",
+        help=f"{what}: {store_url_forms(plugins=False)}; default: {default_store_help()}",
     )
 
 

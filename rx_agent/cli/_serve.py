@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..session._url import store_url_forms
 from ._base import EXIT_FAILURE, EXIT_OK, CLIError
 from ._logging import LOG_LEVELS
 
@@ -34,8 +35,8 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     serve.add_argument("--workers", type=int, default=1, metavar="N",
                        help="worker processes (default 1; more need a shared --store)")
     serve.add_argument("--store", metavar="URL",
-                       help="the session store for a factory target: memory:// (default), "
-                       "sqlite:///file.db or redis://host:port/db")
+                       help="the session store for a factory target (default memory://): "
+                       f"{store_url_forms(plugins=False)}")
     serve.add_argument("--token", metavar="T", default=os.environ.get(TOKEN_ENV),
                        help="the bearer token clients must send, at least 8 characters "
                        f"(default: ${TOKEN_ENV})")

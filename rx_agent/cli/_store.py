@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..session import ANONYMOUS_USER, SessionCorruptError, SessionKey
-from ..session._url import sqlite_url, sqlite_url_path
+from ..session._base import redact
+from ..session._url import local_path_of, sqlite_url
 from ._base import EXIT_FAILURE, EXIT_USAGE, CLIError, describe_error, one_line
 
 if TYPE_CHECKING:
-    from ..session import InMemorySessionStore, RedisSessionStore, SqliteSessionStore
+    from ..session import SessionBackend
 
-    AnyStore = InMemorySessionStore | SqliteSessionStore | RedisSessionStore
+    AnyStore = SessionBackend
 
 __all__ = [
     "STORE_ENV",
@@ -69,13 +70,11 @@ class StoreChoice:
 
     url: str
     source: str  # "--store", "$RX_AGENT_STORE" or "the default"
-    path: Path | None = None  # the SQLite file, when the URL names one
+    path: Path | None = None  # the local file (SQLite's), when the URL names one
 
     @property
     def shown(self) -> str:
         """The URL without a password."""
-        from ..session._redis import redact
-
         return redact(self.url)
 
     @property
@@ -96,13 +95,17 @@ def choose_store(option: str | None) -> StoreChoice:
             raise CLIError(f"no default session store: {one_line(exc)}; pass --store URL or "
                            f"set {STORE_ENV}") from None
         return StoreChoice(sqlite_url(str(path)), "the default", path)
-    return StoreChoice(url, source, _sqlite_path(url))
+    return StoreChoice(url, source, _local_path(url))
 
 
-def _sqlite_path(url: str) -> Path | None:
-    """The file a well-formed ``sqlite:///`` URL names (relative to the working directory);
-    ``None`` for other URLs and for malformed ones, which the store's parser reports."""
-    path = sqlite_url_path(url)
+def _local_path(url: str) -> Path | None:
+    """The file a well-formed URL names (``sqlite:///``, or a registered scheme's; relative
+    to the working directory); ``None`` for other URLs and for malformed ones, which the
+    store's parser reports."""
+    try:
+        path = local_path_of(url)
+    except ImportError:  # a plugin that fails to load: opening the store reports it
+        return None
     return None if path is None else Path(path).expanduser().absolute()
 
 

@@ -25,14 +25,8 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from ..session import (
-    AsyncSessionStore,
-    InMemorySessionStore,
-    Lease,
-    SessionBusyError,
-    SessionKey,
-    SessionStore,
-)
+from ..session import AsyncSessionStore, Lease, SessionBusyError, SessionKey, SessionStore
+from ..session._base import is_durable
 from ._errors import busy
 
 __all__ = ["Hold", "SessionGuard"]
@@ -87,9 +81,7 @@ class SessionGuard:
         self.wait = wait
         """Seconds a queued post waits for another worker's serving lease."""
         self._store: AsyncSessionStore | None = (
-            store if isinstance(store, AsyncSessionStore)
-            and not isinstance(store, InMemorySessionStore) else None
-        )
+            store if is_durable(store) and isinstance(store, AsyncSessionStore) else None)
         self._turns: dict[SessionKey, _Turns] = {}
         self._local: dict[SessionKey, Hold] = {}  # the call running now, per session
 

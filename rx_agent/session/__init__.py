@@ -4,7 +4,10 @@
 * :class:`SqliteSessionStore`: one SQLite file (WAL); several processes on one host.
 * :class:`RedisSessionStore`: Redis (the ``redis`` extra); many processes and machines.
 * :func:`session_store_from_url`: one of those from ``memory://``, ``sqlite:///x.db``
-  or ``redis://...``.
+  or ``redis://...``, or a store of a scheme added by :func:`register_store_scheme`.
+* :class:`SessionBackend`: the kit every one of them is built on; a new backend
+  implements a few primitives and gets the whole API (``_backend``), and
+  ``rx_agent.testing.store_contract`` is the suite it passes.
 
 Every built-in store offers the same API, twice: synchronous methods
 (:class:`VersionedSessionStore`) and ``a``-prefixed coroutines that never block the
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._backend import SessionBackend, SessionChanges
 from ._base import (
     ANONYMOUS_USER,
     AsyncSessionStore,
@@ -36,6 +40,7 @@ from ._base import (
     merge_append,
 )
 from ._delta import mark_changed
+from ._lease import LeaseAttempt, LeaseRecord
 from ._memory import InMemorySessionStore
 
 if TYPE_CHECKING:
@@ -43,7 +48,7 @@ if TYPE_CHECKING:
     from ._redis import RedisSessionStore
     from ._schema import SCHEMA_VERSION, decode_state, encode_state
     from ._sqlite import SqliteSessionStore
-    from ._url import session_store_from_url
+    from ._url import register_store_scheme, session_store_from_url
 
 # The durable stores load on first use: ``import rx_agent`` stays as cheap as before
 # (no sqlite3, no JSON schema machinery) for the many programs that keep the default.
@@ -51,6 +56,7 @@ _LAZY = {
     "SqliteSessionStore": "._sqlite",
     "RedisSessionStore": "._redis",
     "session_store_from_url": "._url",
+    "register_store_scheme": "._url",
     "SCHEMA_VERSION": "._schema",
     "decode_state": "._schema",
     "encode_state": "._schema",
@@ -67,9 +73,13 @@ __all__ = [
     "ConflictPolicy",
     "InMemorySessionStore",
     "Lease",
+    "LeaseAttempt",
+    "LeaseRecord",
     "RedisSessionStore",
     "SaveOutcome",
+    "SessionBackend",
     "SessionBusyError",
+    "SessionChanges",
     "SessionCorruptError",
     "SessionKey",
     "SessionStore",
@@ -80,6 +90,7 @@ __all__ = [
     "encode_state",
     "mark_changed",
     "merge_append",
+    "register_store_scheme",
     "save_with_policy",
     "session_store_from_url",
 ]

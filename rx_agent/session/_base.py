@@ -18,12 +18,14 @@ Three protocols, one convention
     They never block the event loop: SQLite work runs on the store's own worker
     threads, Redis uses ``redis.asyncio``.
 
-A runtime discovers durability once, when the agent is built:
-``isinstance(store, AsyncSessionStore)`` means "call the ``a``-prefixed coroutines on
-the loop"; anything else is driven through ``load``/``save`` as before. The built-in
+A runtime discovers durability once, when the agent is built (:func:`is_durable`):
+a store implementing :class:`AsyncSessionStore` that does not declare
+``durable = False`` gets leases, versions and checkpoints through the ``a``-prefixed
+coroutines; anything else is driven through ``load``/``save`` as before. The built-in
 stores (:class:`~rx_agent.session.InMemorySessionStore`,
 :class:`~rx_agent.session.SqliteSessionStore`,
-:class:`~rx_agent.session.RedisSessionStore`) implement both full protocols.
+:class:`~rx_agent.session.RedisSessionStore`) implement both full protocols, all
+through the kit (:class:`~rx_agent.session.SessionBackend`).
 
 Versions and fencing
 --------------------
@@ -81,7 +83,9 @@ __all__ = [
     "check_key",
     "check_lease_args",
     "check_state",
+    "is_durable",
     "merge_append",
+    "redact",
 ]
 
 ANONYMOUS_USER = "__anon__"
@@ -116,6 +120,16 @@ def check_state(state: object) -> AgentState:
     if not isinstance(state, AgentState):
         raise TypeError(f"a session store saves AgentState, got {type(state).__name__}")
     return state
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (for messages and reprs)."""
+    scheme, sep, rest = url.partition("://")
+    auth, at, host = rest.rpartition("@")
+    if not sep or not at:
+        return url
+    user = auth.partition(":")[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in auth else f"{scheme}://{user}@{host}"
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -335,6 +349,13 @@ class AsyncSessionStore(Protocol):
     ) -> Lease: ...
     async def arenew_lease(self, lease: Lease) -> bool: ...
     async def arelease_lease(self, lease: Lease) -> bool: ...
+
+
+def is_durable(store: object) -> bool:
+    """Whether an agent on ``store`` takes leases, loads with versions and checkpoints by
+    compare-and-set: it implements :class:`AsyncSessionStore` and does not declare
+    ``durable = False`` (the in-memory store keeps the live object and needs neither)."""
+    return getattr(store, "durable", True) is not False and isinstance(store, AsyncSessionStore)
 
 
 # -- conflict policies -------------------------------------------------------------------

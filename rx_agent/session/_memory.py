@@ -11,8 +11,6 @@ never wait, except ``acquire_lease`` while another owner holds the lease; its
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 import threading
 import time
@@ -20,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..context import AgentState
+from ._backend import SessionBackend
 from ._base import ConcurrentSessionModificationError as _Conflict
 from ._base import Lease, SessionKey, check_key, check_state
 from ._delta import take_marks
-from ._lease import LeaseAttempt, await_lease, wait_for_lease
+from ._lease import LeaseAttempt
 
 __all__ = ["InMemorySessionStore"]
 
@@ -109,8 +108,12 @@ class _LeaseTable:
             return held.expires > time.monotonic()
 
 
-class InMemorySessionStore:
+class InMemorySessionStore(SessionBackend):
     """Keeps live :class:`AgentState` objects in a dict (the default store)."""
+
+    durable = False  # loads are the live object; leases hold within this object only
+    answers_inline = True  # a dict lookup: the agent finishes a call without a task
+    lease_poll = _NO_POLL
 
     def __init__(self) -> None:
         self._states: dict[SessionKey, AgentState] = {}
@@ -121,25 +124,32 @@ class InMemorySessionStore:
     def __repr__(self) -> str:
         return f"InMemorySessionStore({len(self)} sessions)"
 
-    # -- state ------------------------------------------------------------------------
+    # The agent calls load and save on every call (the default store, inline), and
+    # load_versioned is the read of every compare-and-set loop: these skip the kit's
+    # generic layer (a method call, the version lookup); the rest is derived from the
+    # primitives below.
 
     def load(self, key: SessionKey) -> AgentState | None:
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
         with self._lock:
             return self._states.get(key)
 
+    def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+        if type(key) is not SessionKey or not (key[0] and key[1]):
+            key = check_key(key)
+        with self._lock:
+            return self._states.get(key), self._versions.get(key, 0)
+
     def save(self, key: SessionKey, state: AgentState) -> None:
-        check_state(state)
-        if type(key) is not SessionKey:
+        if type(state) is not AgentState:
+            check_state(state)
+        if type(key) is not SessionKey or not (key[0] and key[1]):
             key = check_key(key)
         take_marks(state)  # nothing to rewrite: the object itself is stored
         with self._lock:
             self._states[key] = state
             self._versions[key] = self._versions.get(key, 0) + 1
-
-    def delete(self, key: SessionKey) -> bool:
-        with self._lock:
-            self._versions.pop(key, None)
-            return self._states.pop(key, None) is not None
 
     def keys(self) -> list[SessionKey]:
         with self._lock:
@@ -149,97 +159,46 @@ class InMemorySessionStore:
         with self._lock:
             return len(self._states)
 
-    def list_sessions(self, user_id: str | None = None) -> list[SessionKey]:
-        with self._lock:
-            keys = list(self._states)
-        return sorted(k for k in keys if user_id is None or k.user_id == user_id)
+    # -- the primitives (see rx_agent.session._backend) ---------------------------------
 
-    def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+    def _read(self, key: SessionKey) -> tuple[AgentState | None, int]:
         with self._lock:
             return self._states.get(key), self._versions.get(key, 0)
 
-    def save_if_version(self, key: SessionKey, state: AgentState, expected_version: int) -> int:
-        check_state(state)
-        key = check_key(key)
-        take_marks(state)
+    def _peek_version(self, key: SessionKey) -> int:
+        with self._lock:
+            return self._versions.get(key, 0)
+
+    def _write(self, key: SessionKey, state: AgentState, expected: int | None,
+               marked: frozenset[str]) -> int:
+        # ``marked`` needs nothing: the object itself is stored.
         with self._lock:
             actual = self._versions.get(key, 0)
-            if actual != expected_version:
-                raise _Conflict(key.session_id, expected_version, actual, user_id=key.user_id)
+            if expected is not None and actual != expected:
+                raise _Conflict(key.session_id, expected, actual, user_id=key.user_id)
             self._states[key] = state
             self._versions[key] = actual + 1
             return actual + 1
 
-    # -- leases -----------------------------------------------------------------------
+    def _remove(self, key: SessionKey) -> bool:
+        with self._lock:
+            self._versions.pop(key, None)
+            return self._states.pop(key, None) is not None
 
-    def acquire_lease(
-        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
-    ) -> Lease:
-        woken = threading.Event()
+    def _list_keys(self, user_id: str | None) -> list[SessionKey]:
+        with self._lock:
+            keys = list(self._states)
+        return sorted(k for k in keys if user_id is None or k.user_id == user_id)
 
-        def attempt(token: str, join: bool) -> LeaseAttempt:
-            woken.clear()
-            return self._leases.attempt(key, token, owner, ttl, join, woken.set)
+    def _try_lease(self, key: SessionKey, token: str, owner: str, ttl: float, join: bool,
+                   wake: Callable[[], None]) -> LeaseAttempt:
+        return self._leases.attempt(key, token, owner, ttl, join, wake)
 
-        def pause(seconds: float) -> None:
-            woken.wait(None if seconds == math.inf else seconds)
+    def _leave_queue(self, key: SessionKey, token: str) -> None:
+        self._leases.leave(key, token)
 
-        return wait_for_lease(key, owner, ttl, wait, attempt,
-                              lambda token: self._leases.leave(key, token), pause, _NO_POLL)
-
-    def renew_lease(self, lease: Lease) -> bool:
+    def _renew_lease(self, lease: Lease) -> bool:
         return self._leases.renew(lease)
 
-    def release_lease(self, lease: Lease) -> bool:
+    def _release_lease(self, lease: Lease) -> bool:
         return self._leases.release(lease)
-
-    # -- coroutines -------------------------------------------------------------------
-
-    async def aload(self, key: SessionKey) -> AgentState | None:
-        return self.load(key)
-
-    async def asave(self, key: SessionKey, state: AgentState) -> None:
-        self.save(key, state)
-
-    async def adelete(self, key: SessionKey) -> bool:
-        return self.delete(key)
-
-    async def alist_sessions(self, user_id: str | None = None) -> list[SessionKey]:
-        return self.list_sessions(user_id)
-
-    async def aload_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
-        return self.load_versioned(key)
-
-    async def asave_if_version(
-        self, key: SessionKey, state: AgentState, expected_version: int
-    ) -> int:
-        return self.save_if_version(key, state, expected_version)
-
-    async def aacquire_lease(
-        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
-    ) -> Lease:
-        loop = asyncio.get_running_loop()
-        woken = asyncio.Event()
-
-        def wake() -> None:  # may run on another thread (a sync releaser)
-            loop.call_soon_threadsafe(woken.set)
-
-        async def attempt(token: str, join: bool) -> LeaseAttempt:
-            woken.clear()
-            return self._leases.attempt(key, token, owner, ttl, join, wake)
-
-        async def pause(seconds: float) -> None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woken.wait(), None if seconds == math.inf else seconds)
-
-        async def leave(token: str) -> None:
-            self._leases.leave(key, token)
-
-        return await await_lease(key, owner, ttl, wait, attempt, leave, pause, _NO_POLL,
-                                 release=self.arelease_lease)
-
-    async def arenew_lease(self, lease: Lease) -> bool:
-        return self.renew_lease(lease)
-
-    async def arelease_lease(self, lease: Lease) -> bool:
-        return self.release_lease(lease)

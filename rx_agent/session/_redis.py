@@ -33,26 +33,19 @@ import json
 import threading
 import time
 import weakref
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from ..context import AgentState
+from ._backend import SessionBackend
 from ._base import ConcurrentSessionModificationError as _Conflict
-from ._base import Lease, SessionKey, check_key, check_lease_args, check_state
-from ._delta import (
-    MessageRoles,
-    Snapshot,
-    SnapshotCache,
-    compute_delta,
-    restore_marks,
-    snapshot_of,
-    take_marks,
-)
-from ._lease import WAITER_TTL, LeaseAttempt, await_lease, wait_for_lease
+from ._base import Lease, SessionKey, redact
+from ._delta import MessageRoles, Snapshot, SnapshotCache, compute_delta, snapshot_of
+from ._lease import WAITER_TTL, LeaseAttempt
 from ._redis_lua import SCRIPTS
 from ._schema import corrupt, decode_stored, encode_head
 
-__all__ = ["RedisSessionStore"]
+__all__ = ["RedisSessionStore", "redact"]
 
 T = TypeVar("T")
 _INSTALL = ("RedisSessionStore needs the redis client: pip install -e '.[redis]' (from a "
@@ -93,16 +86,6 @@ def _int(key: SessionKey, field: str, raw: bytes | None, where: str) -> int:
         raise corrupt(key, f"the head's {field!r} field is not an integer", where) from None
 
 
-def redact(url: str) -> str:
-    """``url`` without its password (for messages and reprs)."""
-    scheme, sep, rest = url.partition("://")
-    auth, at, host = rest.rpartition("@")
-    if not sep or not at:
-        return url
-    user = auth.partition(":")[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in auth else f"{scheme}://{user}@{host}"
-
-
 def _check_database(url: str) -> None:
     # redis-py reads a path that is not a number (redis://host/abc) as database 0.
     import re
@@ -115,7 +98,7 @@ def _check_database(url: str) -> None:
                          f"(redis://host:6379/0), got {unquote(parts.path)!r}")
 
 
-class RedisSessionStore:
+class RedisSessionStore(SessionBackend):
     """Sessions in Redis; see the module docstring.
 
     ``client_options`` go to ``redis.Redis.from_url`` (e.g. ``socket_timeout``).
@@ -227,6 +210,7 @@ class RedisSessionStore:
             entry, self._sync = self._sync, None
         if entry is not None:
             entry[0].close()
+        super().close()
 
     async def aclose(self) -> None:
         """Close this loop's asyncio client and the blocking client."""
@@ -236,18 +220,6 @@ class RedisSessionStore:
         if entry is not None:
             await entry[0].aclose()
         self.close()
-
-    def __enter__(self) -> RedisSessionStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> RedisSessionStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # -- keys -------------------------------------------------------------------------
 
@@ -264,7 +236,6 @@ class RedisSessionStore:
     # -- operations (each a generator of requests, run by _run or _arun) ----------------
 
     def _load(self, key: SessionKey) -> _Op[tuple[AgentState | None, int]]:
-        key = check_key(key)
         (version, record, count), bodies = yield _Call("load", self._session_keys(key)[:2], [],
                                                          key)
         where = repr(self)
@@ -300,13 +271,14 @@ class RedisSessionStore:
         number = 0 if version is None else _int(key, "version", version, repr(self))
         return snapshot_of(number, ids, bodies, roles)
 
-    def _save(self, key: SessionKey, state: AgentState, expected: int | None) -> _Op[int]:
-        key = check_key(key)
-        check_state(state)
-        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
-            raise TypeError(f"expected_version must be an int, got {expected!r}")
+    def _peek(self, key: SessionKey) -> _Op[int]:
+        raw = yield _Call(None, self._session_keys(key)[:1],
+                          ["HGET", self._session_keys(key)[0], "version"], key)
+        return _int(key, "version", raw, repr(self))
+
+    def _save(self, key: SessionKey, state: AgentState, expected: int | None,
+              marks: frozenset[str]) -> _Op[int]:
         head = encode_head(state)
-        marks = take_marks(state)
         keys = self._session_keys(key)
         try:
             known = self._cache.get(key)
@@ -334,12 +306,10 @@ class RedisSessionStore:
                 known = yield from self._snapshot(key)  # another writer saved meanwhile
             raise AssertionError("unreachable: the last attempt rewrites unconditionally")
         except BaseException:
-            restore_marks(state, marks)
             self._cache.drop(key)
             raise
 
     def _delete(self, key: SessionKey) -> _Op[bool]:
-        key = check_key(key)
         existed = yield _Call("delete", self._session_keys(key), [key.user_id, key.session_id],
                               key)
         self._cache.drop(key)
@@ -381,79 +351,62 @@ class RedisSessionStore:
                            [f"{lease.token} {lease.owner}"], lease.key)
         return bool(done)
 
-    # -- the synchronous API ----------------------------------------------------------
+    # -- the primitives (see rx_agent.session._backend): both forms, one definition -----
 
-    def load(self, key: SessionKey) -> AgentState | None:
-        return self._run(self._load(key))[0]
-
-    def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+    def _read(self, key: SessionKey) -> tuple[AgentState | None, int]:
         return self._run(self._load(key))
 
-    def save(self, key: SessionKey, state: AgentState) -> None:
-        self._run(self._save(key, state, None))
-
-    def save_if_version(self, key: SessionKey, state: AgentState, expected_version: int) -> int:
-        return self._run(self._save(key, state, expected_version))
-
-    def delete(self, key: SessionKey) -> bool:
-        return self._run(self._delete(key))
-
-    def list_sessions(self, user_id: str | None = None) -> list[SessionKey]:
-        return self._run(self._list(user_id))
-
-    def acquire_lease(
-        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
-    ) -> Lease:
-        k, who, secs, patience = check_lease_args(key, owner, ttl, wait)
-        return wait_for_lease(
-            k, who, secs, patience,
-            lambda token, beat: self._run(self._attempt(k, token, who, secs, beat)),
-            lambda token: self._run(self._leave(k, token)))
-
-    def renew_lease(self, lease: Lease) -> bool:
-        return self._run(self._renew(lease))
-
-    def release_lease(self, lease: Lease) -> bool:
-        return self._run(self._release(lease))
-
-    # -- coroutines -------------------------------------------------------------------
-
-    async def aload(self, key: SessionKey) -> AgentState | None:
-        return (await self._arun(self._load(key)))[0]
-
-    async def aload_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
+    async def _aread(self, key: SessionKey) -> tuple[AgentState | None, int]:
         return await self._arun(self._load(key))
 
-    async def asave(self, key: SessionKey, state: AgentState) -> None:
-        await self._arun(self._save(key, state, None))
+    def _peek_version(self, key: SessionKey) -> int:
+        return self._run(self._peek(key))
 
-    async def asave_if_version(
-        self, key: SessionKey, state: AgentState, expected_version: int
-    ) -> int:
-        return await self._arun(self._save(key, state, expected_version))
+    async def _apeek_version(self, key: SessionKey) -> int:
+        return await self._arun(self._peek(key))
 
-    async def adelete(self, key: SessionKey) -> bool:
+    def _write(self, key: SessionKey, state: AgentState, expected: int | None,
+               marked: frozenset[str]) -> int:
+        return self._run(self._save(key, state, expected, marked))
+
+    async def _awrite(self, key: SessionKey, state: AgentState, expected: int | None,
+                      marked: frozenset[str]) -> int:
+        return await self._arun(self._save(key, state, expected, marked))
+
+    def _remove(self, key: SessionKey) -> bool:
+        return self._run(self._delete(key))
+
+    async def _aremove(self, key: SessionKey) -> bool:
         return await self._arun(self._delete(key))
 
-    async def alist_sessions(self, user_id: str | None = None) -> list[SessionKey]:
+    def _list_keys(self, user_id: str | None) -> list[SessionKey]:
+        return self._run(self._list(user_id))
+
+    async def _alist_keys(self, user_id: str | None) -> list[SessionKey]:
         return await self._arun(self._list(user_id))
 
-    async def aacquire_lease(
-        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
-    ) -> Lease:
-        k, who, secs, patience = check_lease_args(key, owner, ttl, wait)
+    def _try_lease(self, key: SessionKey, token: str, owner: str, ttl: float, join: bool,
+                   wake: Callable[[], None]) -> LeaseAttempt:
+        return self._run(self._attempt(key, token, owner, ttl, join))
 
-        async def attempt(token: str, beat: bool) -> LeaseAttempt:
-            return await self._arun(self._attempt(k, token, who, secs, beat))
+    async def _atry_lease(self, key: SessionKey, token: str, owner: str, ttl: float,
+                          join: bool, wake: Callable[[], None]) -> LeaseAttempt:
+        return await self._arun(self._attempt(key, token, owner, ttl, join))
 
-        async def leave(token: str) -> None:
-            await self._arun(self._leave(k, token))
+    def _leave_queue(self, key: SessionKey, token: str) -> None:
+        self._run(self._leave(key, token))
 
-        return await await_lease(k, who, secs, patience, attempt, leave,
-                                 release=self.arelease_lease)
+    async def _aleave_queue(self, key: SessionKey, token: str) -> None:
+        await self._arun(self._leave(key, token))
 
-    async def arenew_lease(self, lease: Lease) -> bool:
+    def _renew_lease(self, lease: Lease) -> bool:
+        return self._run(self._renew(lease))
+
+    async def _arenew_lease(self, lease: Lease) -> bool:
         return await self._arun(self._renew(lease))
 
-    async def arelease_lease(self, lease: Lease) -> bool:
+    def _release_lease(self, lease: Lease) -> bool:
+        return self._run(self._release(lease))
+
+    async def _arelease_lease(self, lease: Lease) -> bool:
         return await self._arun(self._release(lease))

@@ -29,28 +29,26 @@ host's wall clock.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..context import AgentState
+from ._backend import SessionBackend
 from ._base import ConcurrentSessionModificationError as _Conflict
-from ._base import Lease, SessionKey, check_key, check_lease_args, check_state
+from ._base import Lease, SessionKey
 from ._delta import (
     MessageRoles,
     Snapshot,
     SnapshotCache,
     compute_delta,
-    restore_marks,
     snapshot_of,
-    take_marks,
     window_start,
 )
-from ._lease import WAITER_TTL, LeaseAttempt, await_lease, wait_for_lease
+from ._lease import WAITER_TTL, LeaseAttempt
 from ._schema import corrupt, decode_stored, encode_head
 from ._sqlite_file import SqliteFile, check_path
 
@@ -81,7 +79,7 @@ CREATE INDEX IF NOT EXISTS rx_lease_waiter_key ON rx_lease_waiter (user_id, sess
 _WHERE = "WHERE user_id = ? AND session_id = ?"
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(SessionBackend):
     """Sessions in one SQLite file; see the module docstring.
 
     ``path`` is taken relative to the working directory at construction; a missing
@@ -110,7 +108,6 @@ class SqliteSessionStore:
                               what="session database")
         self._conn = self._db.conn
         self._txn = self._db.txn
-        self._off = self._db.run
 
     def __repr__(self) -> str:
         return f"SqliteSessionStore({str(self.path)!r})"
@@ -131,21 +128,16 @@ class SqliteSessionStore:
         thread is using the store.
         """
         self._db.close()
+        super().close()
 
-    def __enter__(self) -> SqliteSessionStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def _run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._db.run(fn, *args)  # this file's own worker threads
 
     # -- state ------------------------------------------------------------------------
 
     @property
     def _where(self) -> str:
         return repr(self)
-
-    def load(self, key: SessionKey) -> AgentState | None:
-        return self.load_versioned(key)[0]
 
     @contextmanager
     def _damage(self, key: SessionKey) -> Iterator[None]:
@@ -161,10 +153,18 @@ class SqliteSessionStore:
             exc.args = ("(SQLite's message withheld: it may quote stored text)",)
             raise corrupt(key, problem, self._where) from None
 
-    def load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
-        key = check_key(key)
+    def _read(self, key: SessionKey) -> tuple[AgentState | None, int]:
         with self._damage(key):
             return self._load_versioned(key)
+
+    def _peek_version(self, key: SessionKey) -> int:
+        with self._damage(key):
+            row = self._conn().execute(f"SELECT version FROM rx_session {_WHERE}",
+                                       key).fetchone()
+        if row is None:
+            return 0
+        _check_int(key, "version", row[0], self._where)
+        return int(row[0])
 
     def _load_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
         with self._txn(immediate=False) as conn:  # one snapshot for head and rows
@@ -193,25 +193,11 @@ class SqliteSessionStore:
         self._cache.put(key, snapshot_of(version, ids, bodies, MessageRoles(msgs), msgs), state)
         return state, version
 
-    def save(self, key: SessionKey, state: AgentState) -> None:
-        self._write(key, state, None)
-
-    def save_if_version(self, key: SessionKey, state: AgentState, expected_version: int) -> int:
-        if isinstance(expected_version, bool) or not isinstance(expected_version, int):
-            raise TypeError(f"expected_version must be an int, got {expected_version!r}")
-        return self._write(key, state, expected_version)
-
-    def _write(self, key: SessionKey, state: AgentState, expected: int | None) -> int:
-        key = check_key(key)
-        check_state(state)
+    def _write(self, key: SessionKey, state: AgentState, expected: int | None,
+               marked: frozenset[str]) -> int:
         head = encode_head(state)
-        marks = take_marks(state)
-        try:
-            with self._damage(key):
-                return self._write_rows(key, state, expected, head, marks)
-        except BaseException:
-            restore_marks(state, marks)
-            raise
+        with self._damage(key):
+            return self._write_rows(key, state, expected, head, marked)
 
     def _write_rows(self, key: SessionKey, state: AgentState, expected: int | None,
                     head: str, marks: frozenset[str]) -> int:
@@ -257,15 +243,14 @@ class SqliteSessionStore:
             (*key, window_start(roles, len(rows))))]
         return snapshot_of(version, [r[0] for r in rows], bodies, roles)
 
-    def delete(self, key: SessionKey) -> bool:
-        key = check_key(key)
+    def _remove(self, key: SessionKey) -> bool:
         with self._damage(key), self._txn() as conn:
             existed = conn.execute(f"DELETE FROM rx_session {_WHERE}", key).rowcount > 0
             conn.execute(f"DELETE FROM rx_message {_WHERE}", key)
         self._cache.drop(key)
         return existed
 
-    def list_sessions(self, user_id: str | None = None) -> list[SessionKey]:
+    def _list_keys(self, user_id: str | None) -> list[SessionKey]:
         conn = self._conn()
         if user_id is None:
             rows = conn.execute("SELECT user_id, session_id FROM rx_session "
@@ -277,13 +262,13 @@ class SqliteSessionStore:
 
     # -- leases -----------------------------------------------------------------------
 
-    def _attempt(self, key: SessionKey, token: str, owner: str, ttl: float,
-                 beat: bool) -> LeaseAttempt:
+    def _try_lease(self, key: SessionKey, token: str, owner: str, ttl: float, beat: bool,
+                   wake: Callable[[], None]) -> LeaseAttempt:
         with self._damage(key):
-            return self._try_lease(key, token, owner, ttl, beat)
+            return self._lease_rows(key, token, owner, ttl, beat)
 
-    def _try_lease(self, key: SessionKey, token: str, owner: str, ttl: float,
-                   beat: bool) -> LeaseAttempt:
+    def _lease_rows(self, key: SessionKey, token: str, owner: str, ttl: float,
+                    beat: bool) -> LeaseAttempt:
         if not beat:  # a read first: waiters poll without taking the write lock
             row = self._conn().execute(f"SELECT owner, expires_at FROM rx_lease {_WHERE}",
                                        key).fetchone()
@@ -312,18 +297,10 @@ class SqliteSessionStore:
                 return LeaseAttempt(False)
             return LeaseAttempt(False, row[0], row[1] - now)
 
-    def _leave(self, token: str) -> None:
+    def _leave_queue(self, key: SessionKey, token: str) -> None:
         self._conn().execute("DELETE FROM rx_lease_waiter WHERE token = ?", (token,))
 
-    def acquire_lease(
-        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
-    ) -> Lease:
-        k, who, secs, patience = check_lease_args(key, owner, ttl, wait)
-        return wait_for_lease(k, who, secs, patience,
-                              lambda token, beat: self._attempt(k, token, who, secs, beat),
-                              self._leave)
-
-    def renew_lease(self, lease: Lease) -> bool:
+    def _renew_lease(self, lease: Lease) -> bool:
         now = time.time()
         with self._damage(lease.key):
             cur = self._conn().execute(
@@ -331,7 +308,7 @@ class SqliteSessionStore:
                 (now + lease.ttl, *lease.key, lease.token, now))
         return cur.rowcount == 1
 
-    def release_lease(self, lease: Lease) -> bool:
+    def _release_lease(self, lease: Lease) -> bool:
         with self._damage(lease.key), self._txn() as conn:
             row = conn.execute(f"SELECT expires_at FROM rx_lease {_WHERE} AND token = ?",
                                (*lease.key, lease.token)).fetchone()
@@ -340,52 +317,6 @@ class SqliteSessionStore:
             conn.execute(f"DELETE FROM rx_lease {_WHERE} AND token = ?",
                          (*lease.key, lease.token))
         return bool(row[0] > time.time())
-
-    # -- coroutines -------------------------------------------------------------------
-
-    async def aload(self, key: SessionKey) -> AgentState | None:
-        return (await self._off(self.load_versioned, key))[0]
-
-    async def asave(self, key: SessionKey, state: AgentState) -> None:
-        await self._off(self.save, key, state)
-
-    async def adelete(self, key: SessionKey) -> bool:
-        return await self._off(self.delete, key)
-
-    async def alist_sessions(self, user_id: str | None = None) -> list[SessionKey]:
-        return await self._off(self.list_sessions, user_id)
-
-    async def aload_versioned(self, key: SessionKey) -> tuple[AgentState | None, int]:
-        return await self._off(self.load_versioned, key)
-
-    async def asave_if_version(
-        self, key: SessionKey, state: AgentState, expected_version: int
-    ) -> int:
-        return await self._off(self.save_if_version, key, state, expected_version)
-
-    async def aacquire_lease(
-        self, key: SessionKey, owner: str, ttl: float = 30.0, wait: float = 30.0
-    ) -> Lease:
-        k, who, secs, patience = check_lease_args(key, owner, ttl, wait)
-
-        async def attempt(token: str, beat: bool) -> LeaseAttempt:
-            return await self._off(self._attempt, k, token, who, secs, beat)
-
-        async def leave(token: str) -> None:
-            await self._off(self._leave, token)
-
-        return await await_lease(k, who, secs, patience, attempt, leave,
-                                 release=self.arelease_lease)
-
-    async def arenew_lease(self, lease: Lease) -> bool:
-        return await self._off(self.renew_lease, lease)
-
-    async def arelease_lease(self, lease: Lease) -> bool:
-        return await self._off(self.release_lease, lease)
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
-
 
 
 # SQLite's primary result codes for a damaged file (extended codes keep them in the low byte).

@@ -5,6 +5,8 @@ against a scripted upstream on virtual time; :func:`verify` checks a stream step
 step (Reactor's ``StepVerifier``); :func:`text_round`, :func:`tool_round` and
 :func:`thinking_round` build the events a model call streams; :class:`RecordingModel`
 and :class:`ReplayModel` turn a conversation with a real model into an offline test.
+:mod:`rx_agent.testing.store_contract` (imported on its own: it needs pytest) is the
+conformance suite of session stores.
 The agent-level helpers run on :class:`~rx_agent.ScriptedModel`::
 
     from rx_agent import ReActAgent, ScriptedModel

@@ -128,3 +128,38 @@ def test_serve_store_follows_the_same_rules(
         assert not (tmp_path / "no").exists()
     finally:
         sys.modules.pop("store_urls_factory", None)
+
+
+def test_a_registered_scheme_works_in_every_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    from rx_agent.session import _url
+
+    monkeypatch.setattr(_url, "_registry", dict(_url._registry))
+    monkeypatch.setattr(_url, "_order", list(_url._order))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    import json_file_store
+
+    _url.register_store_scheme("jsonfile", json_file_store.open_json_store,
+                               forms=("jsonfile:///path/to/folder",),
+                               local_path=lambda u: u.partition("://")[2], replace=True)
+    url = f"jsonfile://{tmp_path}/js"
+    # A reading command never creates the folder the URL names.
+    code, out, err = run(capsys, monkeypatch, "sessions", "list", "--store", url)
+    assert (code, out) == (2, "")
+    one_line(err, f"no session database at {tmp_path}/js")
+    assert not (tmp_path / "js").exists()
+    code, out, err = run(capsys, monkeypatch, *CHAT, "--store", url, lines="hi\n")
+    assert code == 0, err
+    code, out, err = run(capsys, monkeypatch, "sessions", "list", "--store", url, "--json")
+    assert code == 0, err
+    rows = json.loads(out)["sessions"]
+    assert [(r["session_id"], r["message_count"]) for r in rows] == [("s", 2)]
+    code, out, err = run(capsys, monkeypatch, "sessions", "delete", "s", "--store", url)
+    assert code == 0, err
+    assert json_file_store.JsonFileSessionStore(tmp_path / "js").list_sessions() == []
+    # --help lists it with the built-in forms.
+    assert main(["sessions", "list", "--help"]) == 0
+    assert "jsonfile:///path/to/folder" in " ".join(capsys.readouterr().out.split())

@@ -1,4 +1,4 @@
-"""Fixtures for the session store tests: a real redis-server, stores of every kind.
+"""Fixtures for the session store tests: a real redis-server, the durable stores.
 
 The Redis tests run against a real ``redis-server`` (``tests/_services.py``, shared
 with the agent tests): without one they skip, saying what to install, except under
@@ -8,7 +8,7 @@ with the agent tests): without one they skip, saying what to install, except und
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +16,15 @@ import _services
 import pytest
 from _services import redis_server_binary, service_missing  # noqa: F401  (test_services.py)
 
-from rx_agent import AgentState, Msg, ToolResultBlock, ToolUseBlock
-from rx_agent.session import InMemorySessionStore, SessionKey, SqliteSessionStore
+from rx_agent.session import SessionKey, SqliteSessionStore
+from rx_agent.testing.store_contract import KEY, round_msgs, state_with, texts
 
-STORES = ("memory", "sqlite", "redis")
 DURABLE = ("sqlite", "redis")
 
 redis_url = _services.redis_url  # the real server, shared with tests/agent
 
 
 def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if kind == "memory":
-        return InMemorySessionStore()
     if kind == "sqlite":
         return SqliteSessionStore(tmp_path / "sessions.db")
     from rx_agent.session import RedisSessionStore
@@ -36,27 +33,11 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Any
     return RedisSessionStore(url, prefix=f"t{uuid.uuid4().hex[:10]}")
 
 
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    made = make_store(request.param, request, tmp_path)
-    yield made
-    if hasattr(made, "close"):
-        made.close()
-
-
 @pytest.fixture(params=DURABLE)
 def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     made = make_store(request.param, request, tmp_path)
     yield made
     made.close()
-
-
-@pytest.fixture(params=STORES)
-async def astore(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    made = make_store(request.param, request, tmp_path)
-    yield made
-    if hasattr(made, "aclose"):
-        await made.aclose()
 
 
 @pytest.fixture
@@ -75,30 +56,9 @@ def redis_store(redis_url: str) -> Iterator[Any]:
     made.close()
 
 
-# -- states ---------------------------------------------------------------------------------
+# -- states: the store contract's helpers (KEY, round_msgs, state_with, texts) ---------------
 
-KEY = SessionKey("alice", "chat-1")
-
-
-def round_msgs(i: int) -> list[Msg]:
-    """One ReAct round: the question, a tool call, its result, the answer."""
-    call = ToolUseBlock(f"call-{i}", "lookup", {"q": f"q{i}"})
-    return [
-        Msg("user", f"question {i}"),
-        Msg("assistant", [call]),
-        Msg("tool", [ToolResultBlock(f"call-{i}", "lookup", f"result {i}")]),
-        Msg("assistant", f"answer {i}"),
-    ]
-
-
-def state_with(rounds: int, key: SessionKey = KEY) -> AgentState:
-    msgs = [m for i in range(rounds) for m in round_msgs(i)]
-    return AgentState(session_id=key.session_id, user_id=key.user_id, context=msgs)
-
-
-def texts(state: AgentState | None) -> list[str]:
-    assert state is not None
-    return [m.text or ",".join(b.type for b in m.content) for m in state.context]
+__all__ = ["KEY", "round_msgs", "state_with", "stored_count", "texts"]
 
 
 def stored_count(store: Any, key: SessionKey) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from rx_agent.session import (
     InMemorySessionStore,
     RedisSessionStore,
     SqliteSessionStore,
+    register_store_scheme,
     session_store_from_url,
 )
 from rx_agent.session._url import sqlite_url, sqlite_url_path
@@ -147,3 +149,79 @@ def test_a_redis_path_that_is_not_a_database_number_is_refused(url: str) -> None
 def test_a_redis_database_number_is_accepted(url: str) -> None:
     pytest.importorskip("redis", reason="pip install -e '.[redis]'")
     assert isinstance(session_store_from_url(url), RedisSessionStore)
+
+
+# -- registered schemes ------------------------------------------------------------------
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The scheme registry, restored after the test."""
+    from rx_agent.session import _url
+
+    monkeypatch.setattr(_url, "_registry", dict(_url._registry))
+    monkeypatch.setattr(_url, "_order", list(_url._order))
+    return _url
+
+
+def test_a_registered_scheme_opens_through_the_url(registry: Any) -> None:
+    opened: list[str] = []
+
+    def factory(url: str) -> InMemorySessionStore:
+        opened.append(url)
+        return InMemorySessionStore()
+
+    register_store_scheme(("mem2", "mem3"), factory, forms=("mem2://NAME",))
+    assert isinstance(session_store_from_url("MEM2://a?x=1"), InMemorySessionStore)
+    assert isinstance(session_store_from_url("mem3://b"), InMemorySessionStore)
+    assert opened == ["MEM2://a?x=1", "mem3://b"]
+    with pytest.raises(ValueError, match=r"use memory://, .* or mem2://NAME$"):
+        session_store_from_url("nope://x")
+    with pytest.raises(ValueError, match=r"\(write mem3://b\)"):
+        session_store_from_url("mem3:b")
+
+
+def test_registering_is_checked(registry: Any) -> None:
+    with pytest.raises(ValueError, match=r"'sqlite':// is registered already.*replace=True"):
+        register_store_scheme("sqlite", lambda url: InMemorySessionStore())
+    register_store_scheme("sqlite", lambda url: InMemorySessionStore(), replace=True)
+    assert isinstance(session_store_from_url("sqlite:///x.db"), InMemorySessionStore)
+    for bad in ("Redis", "pg://", "", "1db", "a b"):
+        with pytest.raises(ValueError, match="a URL scheme is lowercase letters"):
+            register_store_scheme(bad, lambda url: InMemorySessionStore())
+    with pytest.raises(ValueError, match="at least one scheme"):
+        register_store_scheme((), lambda url: InMemorySessionStore())
+    with pytest.raises(TypeError, match="factory must be callable"):
+        register_store_scheme("x", "not callable")  # type: ignore[arg-type]
+    register_store_scheme("plain", lambda url: {"not": "a store"})  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="registered for plain:// returned dict, not a session"):
+        session_store_from_url("plain://x")
+
+
+def test_an_entry_point_registers_its_scheme_on_first_use(
+    registry: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from importlib import metadata
+
+    (tmp_path / "rx_plugin_store.py").write_text(
+        "from rx_agent.session import InMemorySessionStore, register_store_scheme\n"
+        "register_store_scheme('plugged', lambda url: InMemorySessionStore(),\n"
+        "                      forms=('plugged://',))\n")
+    (tmp_path / "rx_broken_plugin.py").write_text("raise RuntimeError('no driver')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    points = [metadata.EntryPoint("plugged", "rx_plugin_store", registry.ENTRY_POINTS)]
+
+    def entry_points(group: str) -> list[Any]:
+        assert group == "rx_agent.session_stores"
+        return points
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    assert "plugged" not in registry.store_url_forms(plugins=False)  # --help: no scan
+    assert isinstance(session_store_from_url("plugged://"), InMemorySessionStore)
+    assert registry.store_url_forms().endswith("or plugged://")
+    points[:] = [metadata.EntryPoint("broken", "rx_broken_plugin", registry.ENTRY_POINTS)]
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    with pytest.raises(ImportError, match="plugin 'broken' \\(rx_broken_plugin\\) failed to "
+                                          "load: no driver"):
+        session_store_from_url("other://x")
