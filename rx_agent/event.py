@@ -12,14 +12,19 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, TypeAdapter
 
 from ._event_base import AgentEvent
+from ._event_hitl import (
+    AllToolsDeniedEvent,
+    ExternalExecutionResultEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
+    UserConfirmResultEvent,
+)
 from .message import (
     ChatUsage,
     DataBlock,
     GenerateReason,
     Msg,
-    ToolResultBlock,
     ToolResultState,
-    ToolUseBlock,
 )
 from .permissions import ConfirmResult, PermissionRule
 
@@ -279,73 +284,6 @@ class RequestContinueEvent(AgentEvent):
         ) -> None: ...
 
 
-class AllToolsDeniedEvent(AgentEvent):
-    type: Literal["all_tools_denied"] = "all_tools_denied"
-    denied_tool_calls: list[ToolUseBlock]
-
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            denied_tool_calls: list[ToolUseBlock],
-            *,
-            id: str = ...,
-            created_at: float = ...,
-            source: str | None = ...,
-            metadata: dict[str, Any] = ...,
-        ) -> None: ...
-
-
-class RequireUserConfirmEvent(AgentEvent):
-    type: Literal["require_user_confirm"] = "require_user_confirm"
-    reply_id: str
-    tool_calls: list[ToolUseBlock]
-
-
-class UserConfirmResultEvent(AgentEvent):
-    type: Literal["user_confirm_result"] = "user_confirm_result"
-    reply_id: str
-    confirm_results: list[ConfirmResult]
-
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            reply_id: str,
-            confirm_results: list[ConfirmResult],
-            *,
-            id: str = ...,
-            created_at: float = ...,
-            source: str | None = ...,
-            metadata: dict[str, Any] = ...,
-        ) -> None: ...
-
-
-class RequireExternalExecutionEvent(AgentEvent):
-    type: Literal["require_external_execution"] = "require_external_execution"
-    reply_id: str
-    tool_calls: list[ToolUseBlock]
-
-
-class ExternalExecutionResultEvent(AgentEvent):
-    type: Literal["external_execution_result"] = "external_execution_result"
-    reply_id: str
-    tool_results: list[ToolResultBlock]
-
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            reply_id: str,
-            tool_results: list[ToolResultBlock],
-            *,
-            id: str = ...,
-            created_at: float = ...,
-            source: str | None = ...,
-            metadata: dict[str, Any] = ...,
-        ) -> None: ...
-
-
 class CustomEvent(AgentEvent):
     """An application-defined event; ``value`` must be JSON-serialisable to round-trip."""
 
@@ -485,6 +423,7 @@ AnyEvent = Annotated[
 """The union of every concrete event, discriminated by ``type``."""
 
 NestedEvent.model_rebuild()  # its ``event`` field is the union above
+
 
 @functools.cache
 def _adapter() -> TypeAdapter[AgentEvent]:

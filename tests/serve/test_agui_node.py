@@ -80,14 +80,16 @@ console.log(JSON.stringify({ runs, messages: agent.messages, state: agent.state,
 
 
 @pytest.fixture(scope="session")
-def agui_client(pytestconfig: pytest.Config) -> Path:
-    """A folder with ``@ag-ui/client`` installed (npm), kept in pytest's cache."""
+def agui_client(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with ``@ag-ui/client`` installed (npm), kept in pytest's cache (a fresh
+    one per run when the cache plugin is off)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         service_missing("node and npm are needed for the @ag-ui/client test: apt-get install "
                         "nodejs npm")
-    assert pytestconfig.cache is not None
-    folder = Path(pytestconfig.cache.mkdir("agui-node"))
+    cache = getattr(pytestconfig, "cache", None)
+    folder = Path(cache.mkdir("agui-node")) if cache is not None \
+        else tmp_path_factory.mktemp("agui-node")
     if not (folder / "node_modules" / "@ag-ui" / "client" / "package.json").exists():
         (folder / "package.json").write_text(json.dumps(
             {"name": "agui-node-test", "private": True, "type": "module"}))
