@@ -200,7 +200,7 @@ class CallScope:
         "ctx",
         "cut_batch",
         "emit",
-        "hooked_reasoning",
+        "hooked",
         "interrupt_msg",
         "interrupted",
         "loop",
@@ -223,8 +223,7 @@ class CallScope:
         plan = config.plan
         # Which step streams pass through a middleware (their items are checked and
         # stop requests watched); the others are the runtime's own and need neither.
-        self.hooked_reasoning = ExtensionPoint.ON_REASONING in plan.layered or \
-            ExtensionPoint.ON_MODEL_CALL in plan.layered
+        self.hooked = plan.hooked
         # Only the result event reaches anybody (acall with no on_agent layer): the
         # steps may skip building events no layer reads.
         self.quiet = False
@@ -303,8 +302,7 @@ class CallScope:
         elif point is ExtensionPoint.ON_ACTING:
             sink = (_LedgerSink(self, future, where, ledger) if ledger is not None
                     else _ActingSink(self, future, where))
-        elif self.hooked_reasoning or point is ExtensionPoint.ON_COMPRESS_CONTEXT:
-            # on_compress_context runs only when a middleware hooks it: always checked.
+        elif point in self.hooked:
             sink = _HookedSink(self, future, where, point, rnd)
         else:
             sink = _CoreSink(self, future, where)

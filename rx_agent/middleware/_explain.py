@@ -17,15 +17,15 @@ from typing import Any, TypeVar
 from reactivex import Observable
 
 from ..message import Msg
-from .base import ExtensionPoint
 
 __all__ = ["field_call", "not_an_event"]
 
 
-def not_an_event(point: ExtensionPoint, labels: Sequence[str], item: Any) -> TypeError:
-    """A hook stream at ``point`` carried ``item``, which is not an ``AgentEvent``;
-    ``labels`` are the middlewares whose hook at ``point`` could have emitted it."""
-    hooks = [f"{label}.{point.value}()" for label in labels]
+def not_an_event(point: str, labels: Sequence[str], item: Any) -> TypeError:
+    """A hook stream at ``point`` (its name) carried ``item``, which is not an
+    ``AgentEvent``; ``labels`` are the middlewares whose hook at ``point`` could have
+    emitted it."""
+    hooks = [f"{label}.{point}()" for label in labels]
     if not hooks:
         who = "the runtime"
     elif len(hooks) == 1:
@@ -33,7 +33,7 @@ def not_an_event(point: ExtensionPoint, labels: Sequence[str], item: Any) -> Typ
     else:
         who = "one of " + ", ".join(hooks)
     text = f"{who} emitted {type(item).__name__} {item!r:.80}, not an AgentEvent, into the " \
-           f"{point.value} stream"
+           f"{point} stream"
     hint = _hint(item)
     return TypeError(f"{text} ({hint})" if hint else text)
 

@@ -4,8 +4,8 @@ A hook may be written with the pinned signature (``(agent, ctx, input, next)``) 
 as some Java examples write it, without ``ctx``; the form is read once per function at
 build time and only the ctx-less form pays for an adapter. An ``async def`` onion
 hook is awaited per subscription before its Observable is subscribed (an async
-generator hook is :mod:`._generators`'). Names other ports keep by mistake
-(``onModelCall``, ``on_reply``) are listed here for the plan to refuse.
+generator hook is :mod:`._generators`'). The parameters of each hook are its point's
+row in :mod:`._points`.
 """
 
 from __future__ import annotations
@@ -31,13 +31,11 @@ from .._rx import (
 from ..errors import RxAgentError
 from ..event import AgentEvent
 from ._explain import field_call
-from .base import ExtensionPoint
+from ._points import SPECS, ExtensionPoint
 
 __all__ = [
     "FULL",
-    "JAVA_NAMES",
     "OWN_INPUT",
-    "PYTHON_NAMES",
     "AsyncHook",
     "BoundNext",
     "PlanError",
@@ -51,42 +49,12 @@ class PlanError(RxAgentError, TypeError):
     """A middleware declares something the plan cannot use."""
 
 
-# The parameters of each hook after ``self``; Java's guide also writes some hooks
-# without ``ctx`` (``onModelCall(agent, input, next)``), which the plan adapts.
-_PARAMS: dict[ExtensionPoint, tuple[str, ...]] = {
-    ExtensionPoint.ON_AGENT: ("agent", "ctx", "input", "next"),
-    ExtensionPoint.ON_REASONING: ("agent", "ctx", "input", "next"),
-    ExtensionPoint.ON_ACTING: ("agent", "ctx", "input", "next"),
-    ExtensionPoint.ON_MODEL_CALL: ("agent", "ctx", "input", "next"),
-    ExtensionPoint.ON_SYSTEM_PROMPT: ("agent", "ctx", "current_prompt"),
-    ExtensionPoint.ON_AGENT_STATE_READY: ("agent", "ctx", "state", "input_messages"),
-    ExtensionPoint.ON_AGENT_FINISH: ("agent", "ctx", "outcome"),
-    ExtensionPoint.ON_COMPRESS_CONTEXT: ("agent", "ctx", "input", "next"),
-}
-
-# Java method names a port may keep by mistake: they would never be called.
-JAVA_NAMES = {
-    "onAgent": "on_agent",
-    "onReasoning": "on_reasoning",
-    "onActing": "on_acting",
-    "onModelCall": "on_model_call",
-    "onSystemPrompt": "on_system_prompt",
-    "onAgentStateReady": "on_agent_state_ready",
-    "onAgentFinish": "on_agent_finish",
-    "onCompressContext": "on_compress_context",
-    "activePoints": "active_points",
-}
-
-# AgentScope Python's hook names that differ from the points here (the others match).
-PYTHON_NAMES = {
-    "on_reply": "on_agent",
-}
-
+# The full form is the parameters of the point's row; Java's guide also writes some
+# hooks without ``ctx`` (``onModelCall(agent, input, next)``), which the plan adapts.
 FULL, _NO_CTX = 0, 1
-# Signature form per hook function, so that building many agents inspects each once.
-_forms: dict[ExtensionPoint, weakref.WeakKeyDictionary[Any, int | str]] = {
-    p: weakref.WeakKeyDictionary() for p in ExtensionPoint
-}
+# Signature form per point and hook function, so that building many agents inspects
+# each once.
+_forms: dict[ExtensionPoint, weakref.WeakKeyDictionary[Any, int | str]] = {}
 
 
 def _accepts(sig: inspect.Signature, count: int) -> bool:
@@ -101,11 +69,14 @@ def form(label: str, point: ExtensionPoint, hook: Callable[..., Any]) -> int:
     """Which calling form ``hook`` accepts: the full one, or Java's ctx-less one."""
     func = getattr(hook, "__func__", None)
     cacheable = inspect.isfunction(func)
-    known = _forms[point].get(func) if cacheable else None
+    seen = _forms.get(point)
+    if seen is None:
+        seen = _forms[point] = weakref.WeakKeyDictionary()
+    known = seen.get(func) if cacheable else None
     if known is None:
         known = _inspect_form(point, hook)
         if cacheable:
-            _forms[point][func] = known
+            seen[func] = known
     if isinstance(known, str):
         raise PlanError(f"{label}.{point.value}{known}")
     return known
@@ -116,7 +87,7 @@ def _inspect_form(point: ExtensionPoint, hook: Callable[..., Any]) -> int | str:
         sig = inspect.signature(hook)
     except (TypeError, ValueError):  # not introspectable (a builtin): assume the full form
         return FULL
-    params = _PARAMS[point]
+    params = SPECS[point].params
     if _accepts(sig, len(params)):
         return FULL
     if _accepts(sig, len(params) - 1):

@@ -40,7 +40,7 @@ from .._rx import (
 from ..event import AgentEvent
 from ._explain import field_call
 from ._forms import OWN_INPUT
-from .base import ExtensionPoint
+from ._points import ExtensionPoint
 
 __all__ = ["AsyncGenHook"]
 

@@ -19,27 +19,12 @@ from ..context import RuntimeContext
 from ..event import AgentEvent
 from ._explain import field_call
 from ._forms import OWN_INPUT, BoundNext, awaiting
-from .base import ExtensionPoint
-from .inputs import (
-    ActingInput,
-    AgentInput,
-    CompressContextInput,
-    ModelCallInput,
-    ReasoningInput,
-)
+from ._points import SPECS, ExtensionPoint
 from .types import Agent, Handler
 
-__all__ = ["INPUT_TYPES", "Checked", "Layer"]
+__all__ = ["Checked", "Layer"]
 
 InputT = TypeVar("InputT")
-
-INPUT_TYPES: dict[ExtensionPoint, type] = {
-    ExtensionPoint.ON_AGENT: AgentInput,
-    ExtensionPoint.ON_REASONING: ReasoningInput,
-    ExtensionPoint.ON_ACTING: ActingInput,
-    ExtensionPoint.ON_MODEL_CALL: ModelCallInput,
-    ExtensionPoint.ON_COMPRESS_CONTEXT: CompressContextInput,
-}
 
 
 class Layer(Generic[InputT]):
@@ -67,7 +52,7 @@ class Layer(Generic[InputT]):
         self._agent = agent
         self._ctx = ctx
         self._inner = inner
-        self._input_type = INPUT_TYPES[point]
+        self._input_type: type = inner._input_type  # the point's, read once per chain
         self.own: Any = OWN_INPUT  # see Checked.own
 
     def __call__(self, inp: InputT = OWN_INPUT) -> Observable[AgentEvent]:
@@ -133,7 +118,7 @@ class Checked(Generic[InputT]):
     def __init__(self, point: ExtensionPoint, core: Handler[InputT]) -> None:
         self._point = point
         self._core = core
-        self._input_type = INPUT_TYPES[point]
+        self._input_type: type = SPECS[point].input_type
         # The input of the hook running now, set by the layer outside around the hook
         # call: what ``next()`` without an argument passes on.
         self.own: Any = OWN_INPUT

@@ -1,17 +1,23 @@
 """The hooks that are not onion layers: the transformer and the two notifications.
 
-Each hook may answer with a value, an Observable or an awaitable; :func:`settle`
-is the one place that turns that answer into a result, and :func:`unexpected` the one
-error text for an answer of the wrong kind.
+Each hook may answer with a value, an Observable or an awaitable. How one answer is
+settled is one function per kind of point (:func:`settle_prompt`,
+:func:`settle_awaitable`, :func:`settle_awaited`, named by the point's row in
+:mod:`._points`), used by the runtime's loops below and by the test harness, which
+passes a :class:`Watch` to see the answer's items on its own clock. :func:`settle` turns
+an answer into its items, and :func:`unexpected` is the one error text for an answer
+of the wrong kind.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from reactivex import Observable
+from reactivex import abc as rxabc
 from reactivex import operators as ops
 
 from .._rx import await_observable
@@ -21,23 +27,59 @@ from ._explain import field_call
 from .inputs import AgentFinishOutcome
 from .types import Agent
 
-__all__ = ["DONE", "notify_finish", "notify_state_ready", "settle", "system_prompt", "unexpected"]
+__all__ = [
+    "DONE",
+    "Watch",
+    "notify_finish",
+    "notify_state_ready",
+    "settle",
+    "settle_awaitable",
+    "settle_awaited",
+    "settle_prompt",
+    "system_prompt",
+    "unexpected",
+]
 
 Hooks = Sequence[tuple[Any, Any]]
 
 
-async def settle(value: Any) -> list[Any]:
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """Who watches an answer being settled (the test harness): ``seen`` gets each item
+    as it arrives, and an Observable answer is subscribed with ``scheduler`` (its
+    virtual clock). The runtime passes none."""
+
+    scheduler: rxabc.SchedulerBase | None
+    seen: Callable[[Any], None]
+
+
+async def settle(value: Any, watch: Watch | None = None) -> list[Any]:
     """A hook's answer as a list of items: an Observable's items (run to completion),
     an awaitable's result, or the value itself; ``[]`` for ``None``."""
     if value is None:
         return []
     if isinstance(value, Observable):
+        if watch is not None:
+            value = _watched(value.pipe(ops.do_action(watch.seen)), watch.scheduler)
         items: list[Any] = await await_observable(value.pipe(ops.to_list()), [])
         return items
     if inspect.isawaitable(value):
         value = await value
-        return [] if value is None else [value]
+        if value is None:
+            return []
+    if watch is not None:
+        watch.seen(value)
     return [value]
+
+
+def _watched(source: Observable[Any], scheduler: rxabc.SchedulerBase | None) -> Observable[Any]:
+    """``source`` subscribed with ``scheduler``, whoever subscribes it."""
+
+    def subscribe(observer: rxabc.ObserverBase[Any],
+                  _scheduler: rxabc.SchedulerBase | None = None) -> rxabc.DisposableBase:
+        return source.subscribe(observer, scheduler=scheduler)
+
+    return Observable(subscribe)
 
 
 def unexpected(label: str, method: str, what: str, expected: str) -> TypeError:
@@ -53,7 +95,7 @@ async def system_prompt(
         try:
             value = hook(agent, ctx, prompt)
             if not isinstance(value, str):  # the common case answers a str at once
-                value = await _prompt(label, value)
+                value = await settle_prompt(label, "on_system_prompt", value)
         except TypeError as exc:
             better = field_call(exc, f"{label}.on_system_prompt()")
             if better is exc:
@@ -63,25 +105,44 @@ async def system_prompt(
     return prompt
 
 
-_FORGOT = "(did it forget `return current_prompt`?)"
-
-
-async def _prompt(label: str, value: Any) -> str:
-    """An ``on_system_prompt`` answer that is not a ``str``: settled, and checked."""
+async def settle_prompt(label: str, method: str, value: Any, watch: Watch | None = None) -> str:
+    """A transformer's answer (``label``'s hook ``method``): a ``str``, a one-item
+    Observable of one or an awaitable of either, settled and checked."""
     what = "returned None"
     if value is not None and not isinstance(value, Observable) and inspect.isawaitable(value):
         value, what = await value, "returned None from its coroutine"
     if value is None:
-        raise unexpected(label, "on_system_prompt", f"{what} {_FORGOT}", "a str")
+        raise unexpected(label, method, f"{what} (did it forget `return current_prompt`?)",
+                         "a str")
     if isinstance(value, Observable):
-        items = await settle(value)
+        items = await settle(value, watch)
         if len(items) != 1:
-            raise unexpected(label, "on_system_prompt", f"emitted {len(items)} items",
-                             "exactly one str")
+            raise unexpected(label, method, f"emitted {len(items)} items", "exactly one str")
         value = items[0]
+    elif watch is not None:
+        watch.seen(value)
     if not isinstance(value, str):
-        raise unexpected(label, "on_system_prompt", f"produced {type(value).__name__}", "a str")
+        raise unexpected(label, method, f"produced {type(value).__name__}", "a str")
     return value
+
+
+async def settle_awaitable(label: str, method: str, value: Any,
+                           watch: Watch | None = None) -> None:
+    """A notification's answer: an awaitable is awaited (``async def``), any other
+    answer ignored."""
+    if value is not None and inspect.isawaitable(value):
+        await settle(value, watch)
+
+
+async def settle_awaited(label: str, method: str, value: Any, watch: Watch | None = None) -> None:
+    """An awaited notification's answer: ``None``, or an Observable (run to completion)
+    or an awaitable (awaited); anything else is a mistake."""
+    if value is None:
+        return
+    if not isinstance(value, Observable) and not inspect.isawaitable(value):
+        raise unexpected(label, method, f"returned {type(value).__name__}",
+                         "None, an Observable or an awaitable")
+    await settle(value, watch)
 
 
 def notify_state_ready(
@@ -138,12 +199,8 @@ async def notify_finish(
     for (_mw, hook), label in zip(hooks, labels, strict=True):
         try:
             value = hook(agent, ctx, outcome)
-            if value is None:
-                continue
-            if not isinstance(value, Observable) and not inspect.isawaitable(value):
-                raise unexpected(label, "on_agent_finish", f"returned {type(value).__name__}",
-                                 "None, an Observable or an awaitable")
-            await settle(value)
+            if value is not None:
+                await settle_awaited(label, "on_agent_finish", value)
         except Exception as exc:
             if error is not None and exc is not error:
                 exc.__context__ = error

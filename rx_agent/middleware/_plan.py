@@ -2,7 +2,8 @@
 
 Built once when the agent is built. A point with no participants builds no wrapper:
 the core handler is called directly. The plan makes every hook call: the onion
-(:mod:`._layers`), the transformer and the notifications (:mod:`._notify`).
+(:mod:`._layers`), the transformer and the notifications (:mod:`._notify`). What it
+knows about each point is the point's row in :mod:`._points`.
 """
 
 from __future__ import annotations
@@ -10,23 +11,23 @@ from __future__ import annotations
 import inspect
 from collections import Counter
 from collections.abc import Awaitable, Collection, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ..context import AgentState, RuntimeContext
 from ..message import Msg
 from . import _explain, _notify
-from ._forms import FULL, JAVA_NAMES, PYTHON_NAMES, AsyncHook, PlanError, form, without_ctx
+from ._forms import FULL, AsyncHook, PlanError, form, without_ctx
 from ._generators import AsyncGenHook
-from ._layers import INPUT_TYPES, Checked, Layer
-from .base import OPT_IN, ExtensionPoint, MiddlewareBase
+from ._layers import Checked, Layer
+from ._points import SPECS, ExtensionPoint, PointKind
+from .base import MiddlewareBase
 from .types import Agent, Handler
 
 __all__ = ["ExecutionPlan", "PlanError"]
 
 InputT = TypeVar("InputT")
 
-_ONION = frozenset(INPUT_TYPES)
-_DEFAULTS = {p: getattr(MiddlewareBase, p.value) for p in ExtensionPoint}
+_ONION = PointKind.ONION
 
 
 def _label(mw: MiddlewareBase) -> str:
@@ -38,7 +39,9 @@ class ExecutionPlan:
 
     ``layered`` is the frozenset of points with a hook to run: at an onion point, a
     layer :meth:`wrap` builds (a participant that kept the default hook builds none);
-    at the other points, any participant."""
+    at the other points, any participant. ``hooked`` adds the points whose step
+    carries a layered nested point's stream (the reasoning step, when only
+    ``on_model_call`` is hooked): the points whose step stream left a hook."""
 
     __slots__ = (
         "_hook_labels",
@@ -48,6 +51,7 @@ class ExecutionPlan:
         "_orders",
         "_participants",
         "_positions",
+        "hooked",
         "layered",
     )
 
@@ -71,7 +75,7 @@ class ExecutionPlan:
         registration_labels = _labels(registered)
         self._labels: tuple[str, ...] = tuple(registration_labels[i] for i in ranked)
 
-        positions: dict[ExtensionPoint, list[int]] = {p: [] for p in ExtensionPoint}
+        positions: dict[ExtensionPoint, list[int]] = {p: [] for p in SPECS}
         for at, mw in enumerate(self._middlewares):
             for point in self._read_points(mw):
                 positions[point].append(at)
@@ -90,11 +94,13 @@ class ExecutionPlan:
         for point, ats in self._positions.items():
             entries: list[tuple[Any, Any]] = []
             labels: list[str] = []
-            onion, name, default = point in _ONION, point.value, _DEFAULTS[point]
+            onion, name = SPECS[point].kind is _ONION, point.value
+            default = getattr(MiddlewareBase, name, None)  # None: a point without one
             for at in ats:
                 mw, label = self._middlewares[at], self._labels[at]
-                if getattr(type(mw), name) is default and name not in getattr(mw, "__dict__", ()):
-                    if onion:
+                if getattr(type(mw), name, None) is default and \
+                        name not in getattr(mw, "__dict__", ()):
+                    if onion or default is None:
                         continue
                     hook = getattr(mw, name)  # the base class's own: nothing to check
                 else:
@@ -107,22 +113,25 @@ class ExecutionPlan:
         # ``point in plan.layered`` when a call starts (no method call per point).
         self.layered: frozenset[ExtensionPoint] = frozenset(
             point for point, entries in self._hooks.items() if entries)
+        self.hooked: frozenset[ExtensionPoint] = self.layered | {
+            point for point, spec in SPECS.items() if spec.nested in self.layered}
 
     @staticmethod
     def _check_class(mw: MiddlewareBase) -> None:
         """Slips a port makes that would otherwise fail late or silently."""
         cls = type(mw)
-        for java, python in JAVA_NAMES.items():
-            if hasattr(cls, java):
-                raise PlanError(
-                    f"{cls.__name__}.{java} is Java's name and would never be called; "
-                    f"name the method `{python}`"
-                )
-        for other, ours in PYTHON_NAMES.items():
-            if hasattr(cls, other):
+        # Java method names a port may keep by mistake: they would never be called.
+        for spec in SPECS.values():
+            if hasattr(cls, spec.java):
+                _refuse_java(cls, spec.java, spec.point.value)
+        if hasattr(cls, "activePoints"):
+            _refuse_java(cls, "activePoints", "active_points")
+        for spec in SPECS.values():
+            other = spec.python
+            if other is not None and hasattr(cls, other) and other != spec.point.value:
                 raise PlanError(
                     f"{cls.__name__}.{other} is AgentScope Python's name and would never be "
-                    f"called; did you mean `{ours}`? (it wraps the whole call, as "
+                    f"called; did you mean `{spec.point.value}`? (it {spec.summary}, as "
                     f"`{other}` does)"
                 )
         for name, signature in (
@@ -145,16 +154,16 @@ class ExecutionPlan:
                 f"{label}.{point.value} must be a method, got {type(hook).__name__} {hook!r}"
             )
         adapted = hook if form(label, point, hook) == FULL else without_ctx(hook)
+        spec = SPECS[point]
         if inspect.isasyncgenfunction(hook):
-            if point not in _ONION:
-                answer = ("the prompt (`return current_prompt`)"
-                          if point is ExtensionPoint.ON_SYSTEM_PROMPT else "nothing")
+            if spec.kind is not _ONION:
                 raise PlanError(
                     f"{label}.{point.value} is an async generator, but only onion hooks "
-                    f"yield events: write it as `async def` without `yield`, returning {answer}"
+                    f"yield events: write it as `async def` without `yield`, returning "
+                    f"{spec.returns}"
                 )
             return AsyncGenHook(adapted, label, point)
-        if point in _ONION and inspect.iscoroutinefunction(hook):
+        if spec.kind is _ONION and inspect.iscoroutinefunction(hook):
             adapted = AsyncHook(adapted, label, point)
         return adapted
 
@@ -163,8 +172,8 @@ class ExecutionPlan:
         declared = mw.active_points()  # read exactly once
         if declared is None:
             return frozenset(
-                p for p in ExtensionPoint
-                if p not in OPT_IN or _overrides(mw, p)
+                p for p, spec in SPECS.items()
+                if not spec.opt_in or _overrides(mw, p)
             )
         if isinstance(declared, (str, ExtensionPoint)) or not isinstance(declared, Collection):
             raise PlanError(
@@ -212,7 +221,7 @@ class ExecutionPlan:
 
     def describe(self) -> str:
         """One line per point: participants outermost first, with their order values."""
-        width = max(len(p.value) for p in ExtensionPoint)
+        width = max(len(p.value) for p in SPECS)
         lines = []
         for point in self._shown_points():
             shown = " -> ".join(
@@ -242,7 +251,7 @@ class ExecutionPlan:
     def _shown_points(self) -> list[ExtensionPoint]:
         # A Java port's plan prints as it did: a point beyond Java's seven shows only
         # when somebody takes part in it.
-        return [p for p in ExtensionPoint if p not in OPT_IN or self._positions[p]]
+        return [p for p, spec in SPECS.items() if not spec.opt_in or self._positions[p]]
 
     def __str__(self) -> str:
         return self.describe()
@@ -270,12 +279,19 @@ class ExecutionPlan:
 
     def not_an_event(self, point: ExtensionPoint, item: Any) -> TypeError:
         """The error for ``item``, not an ``AgentEvent``, leaving the ``point`` chain:
-        it names the middlewares with a hook there. The reasoning step's check also
-        sees what left ``on_model_call``: without an ``on_reasoning`` hook, that is
-        where it came from."""
-        if point is ExtensionPoint.ON_REASONING and not self._hooks[point]:
-            point = ExtensionPoint.ON_MODEL_CALL
-        return _explain.not_an_event(point, self._hook_labels[point], item)
+        it names the middlewares with a hook there. A step's check also sees what left
+        the point nested in it (the reasoning step's, ``on_model_call``): without a
+        hook at ``point``, that is where it came from."""
+        nested = SPECS[point].nested
+        if nested is not None and not self._hooks[point]:
+            point = nested
+        return _explain.not_an_event(point.value, self._hook_labels[point], item)
+
+    def hooks(self, point: ExtensionPoint) -> Sequence[tuple[Any, Any]]:
+        """The hooks the plan calls at ``point``, outermost first, each adapted once to
+        the runtime's calling form: ``(label, hook)`` at an onion point (a participant
+        that kept the default builds none), ``(middleware, hook)`` at the others."""
+        return self._hooks[point]
 
     def finish_hooks(self) -> Sequence[tuple[MiddlewareBase, Any]]:
         return self._hooks[ExtensionPoint.ON_AGENT_FINISH]
@@ -311,7 +327,15 @@ class ExecutionPlan:
 
 def _overrides(mw: MiddlewareBase, point: ExtensionPoint) -> bool:
     name = point.value
-    return getattr(type(mw), name) is not _DEFAULTS[point] or name in getattr(mw, "__dict__", ())
+    return getattr(type(mw), name, None) is not getattr(MiddlewareBase, name, None) or \
+        name in getattr(mw, "__dict__", ())
+
+
+def _refuse_java(cls: type, java: str, python: str) -> NoReturn:
+    raise PlanError(
+        f"{cls.__name__}.{java} is Java's name and would never be called; "
+        f"name the method `{python}`"
+    )
 
 
 def _labels(registered: Sequence[MiddlewareBase]) -> list[str]:

@@ -3,12 +3,13 @@ AgentScope Python's ``on_compress_context``, each with a default.
 
 Subclass :class:`MiddlewareBase` and override the hooks you need. Which hooks run is
 decided by :meth:`MiddlewareBase.active_points` (a participation switch read once at
-build time), not by which methods are overridden.
+build time), not by which methods are overridden. What the runtime knows about each
+point (its kind, input, names, how an answer is settled) is its row in
+:mod:`._points`.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from reactivex import Observable
 from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent
 from ..message import Msg
+from ._points import OPT_IN, ExtensionPoint
 from .inputs import (
     ActingInput,
     AgentFinishOutcome,
@@ -28,49 +30,6 @@ from .inputs import (
 from .types import Agent, Handler, Next
 
 __all__ = ["OPT_IN", "Agent", "ExtensionPoint", "MiddlewareBase", "Next"]
-
-
-class ExtensionPoint(enum.Enum):
-    """The places a middleware can hook: AgentScope Java's seven, then
-    ``ON_COMPRESS_CONTEXT`` (AgentScope Python's), which a middleware joins only by
-    naming it in ``active_points()`` or overriding ``on_compress_context``."""
-
-    ON_AGENT = "on_agent"
-    ON_REASONING = "on_reasoning"
-    ON_ACTING = "on_acting"
-    ON_MODEL_CALL = "on_model_call"
-    ON_SYSTEM_PROMPT = "on_system_prompt"
-    ON_AGENT_STATE_READY = "on_agent_state_ready"
-    ON_AGENT_FINISH = "on_agent_finish"
-    ON_COMPRESS_CONTEXT = "on_compress_context"
-
-    # Members compare by identity, so the identity hash agrees with equality; Enum's
-    # own hashes the name in Python, on every plan lookup of every call.
-    __hash__ = object.__hash__
-
-    @property
-    def kind(self) -> str:
-        """``"onion"``, ``"transformer"`` or ``"notification"``."""
-        if self in _ONION:
-            return "onion"
-        if self is ExtensionPoint.ON_SYSTEM_PROMPT:
-            return "transformer"
-        return "notification"
-
-
-_ONION = frozenset(
-    {
-        ExtensionPoint.ON_AGENT,
-        ExtensionPoint.ON_REASONING,
-        ExtensionPoint.ON_ACTING,
-        ExtensionPoint.ON_MODEL_CALL,
-        ExtensionPoint.ON_COMPRESS_CONTEXT,
-    }
-)
-
-# Points beyond Java's seven: ``active_points() -> None`` ("all") includes one only
-# when the middleware overrides its hook, so a Java port's plan stays as it was.
-OPT_IN = frozenset({ExtensionPoint.ON_COMPRESS_CONTEXT})
 
 
 class MiddlewareBase:

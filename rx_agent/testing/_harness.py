@@ -1,23 +1,24 @@
 """``MiddlewareHarness``: one hook of one middleware, run alone on virtual time.
 
 The harness calls the hook the way the runtime does (the plan adapts the ctx-less
-form and ``async def`` hooks and checks what the hook returns), gives it a scripted
-``next`` and subscribes what the hook returns with a ``reactivex.testing.TestScheduler``
-at virtual time 0. Time-based operators that use the subscription's scheduler (RxPY's
+form and ``async def`` hooks and checks what an onion hook returns; a non-onion hook's
+answer is settled by its point's own settle function), gives it a scripted ``next``
+and subscribes what the hook returns with a ``reactivex.testing.TestScheduler`` at
+virtual time 0. Time-based operators that use the subscription's scheduler (RxPY's
 default) run on that clock, so a delay of an hour passes in microseconds. The run
 happens on a private event loop, so ``async def`` hooks and loop callbacks work;
-virtual time moves only when the loop has nothing left to do.
+virtual time moves only when the loop has nothing left to do. What the harness knows
+of a point (its default input and upstream, what its hook is handed) is the point's
+row in ``rx_agent.middleware._points``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import reactivex
 from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable
@@ -27,28 +28,19 @@ from .._rx import running_loop
 from ..agent import ReActAgent
 from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent
-from ..message import GenerateReason, Msg, Role, ToolUseBlock
-from ..middleware._forms import FULL, form, without_ctx
-from ..middleware._layers import INPUT_TYPES
+from ..message import Msg
+from ..middleware._notify import Watch
 from ..middleware._plan import ExecutionPlan
+from ..middleware._points import SPECS, PointKind
 from ..middleware.base import ExtensionPoint, MiddlewareBase
-from ..middleware.inputs import (
-    ActingInput,
-    AgentFinishOutcome,
-    AgentInput,
-    ModelCallInput,
-    ReasoningInput,
-)
 from ..model.scripted import ScriptedModel
-from ..options import GenerateOptions
+from . import _sequences
 from ._clock import MAX_STEPS, next_due, run_next, settle_loop
 from ._grammar import assert_well_formed
-from ._scripted import Upstream, answer, one_str, to_observable
-from ._sequences import DEFAULT_SOURCE, agent_reply, text_round, tool_results
+from ._scripted import Upstream, to_observable
+from ._sequences import DEFAULT_SOURCE
 
 __all__ = ["HarnessResult", "MiddlewareHarness", "UpstreamCall"]
-
-DEFAULT_PROMPT = "You are a helpful assistant."
 
 
 @dataclass
@@ -128,6 +120,7 @@ class MiddlewareHarness:
         ctx: RuntimeContext | None = None,
     ) -> None:
         self.point = point if isinstance(point, ExtensionPoint) else ExtensionPoint(point)
+        self.spec = SPECS[self.point]
         self.mw = mw
         self.plan = ExecutionPlan([mw])  # checks the middleware as an agent build would
         if not self.plan.participants(self.point):
@@ -145,36 +138,15 @@ class MiddlewareHarness:
 
     def default_input(self) -> Any:
         """The input ``run`` gives the hook when none is passed."""
-        user = Msg(role=Role.USER, content="hello")
-        system = Msg(role=Role.SYSTEM, content=DEFAULT_PROMPT)
-        point = self.point
-        if point is ExtensionPoint.ON_AGENT:
-            return AgentInput((user,))
-        if point is ExtensionPoint.ON_REASONING:
-            return ReasoningInput((system, user), (), GenerateOptions(), 1)
-        if point is ExtensionPoint.ON_MODEL_CALL:
-            return ModelCallInput((system, user), (), GenerateOptions(), self.agent.model)
-        if point is ExtensionPoint.ON_ACTING:
-            return ActingInput((ToolUseBlock(id="call_1", name="lookup", input={"q": "x"}),))
-        if point is ExtensionPoint.ON_SYSTEM_PROMPT:
-            return DEFAULT_PROMPT
-        if point.kind == "onion":  # on_compress_context: the session context to compress
-            return INPUT_TYPES[point](messages=(user,), model=self.agent.model, system=system)
-        if point is ExtensionPoint.ON_AGENT_STATE_READY:
-            return [user]
-        reply = Msg(role=Role.ASSISTANT, content="hello", name=DEFAULT_SOURCE,
-                    generate_reason=GenerateReason.MODEL_STOP)
-        return AgentFinishOutcome(result=reply, reason=GenerateReason.MODEL_STOP)
+        sample = self.spec.sample_input
+        if sample is None:
+            raise TypeError(f"{self.point.value} has no default input; pass input=")
+        return sample(self.agent.model, DEFAULT_SOURCE)
 
     def default_upstream(self, inp: Any) -> Upstream:
         """What ``next`` streams when ``run`` is given no upstream."""
-        if self.point is ExtensionPoint.ON_ACTING:
-            return tool_results(*inp.tool_calls)
-        if self.point is ExtensionPoint.ON_AGENT:
-            return agent_reply(text_round("hello"))
-        if self.point in (ExtensionPoint.ON_MODEL_CALL, ExtensionPoint.ON_REASONING):
-            return text_round("hello")
-        return []  # context compression: the context was left as it was
+        sample = self.spec.sample_upstream
+        return [] if sample is None else sample(inp, _sequences)
 
     # -- running --------------------------------------------------------------------
 
@@ -307,33 +279,20 @@ class MiddlewareHarness:
     def _source(self, result: HarnessResult, inp: Any, upstream: Upstream,
                 legend: Mapping[str, Any] | None, timespan: float,
                 error: BaseException | None) -> Observable[Any]:
-        point = self.point
+        spec = self.spec
         agent, ctx = self.agent, result.ctx
-        if point.kind == "onion":
+        if spec.kind is PointKind.ONION:
             core = self._core(result, upstream, legend, timespan, error)
-            return self.plan.wrap(point, agent, ctx, core)(inp)
-        hook = getattr(self.mw, point.value)
-        label = type(self.mw).__name__
-        if form(label, point, hook) != FULL:
-            hook = without_ctx(hook)
-        if point is ExtensionPoint.ON_SYSTEM_PROMPT:
-            if not isinstance(inp, str):
-                raise TypeError(f"on_system_prompt takes the current prompt (a str), got {inp!r}")
-            return one_str(label, answer(hook(agent, ctx, inp)))
-        if point is ExtensionPoint.ON_AGENT_STATE_READY:
-            messages = list(inp)
-            result.input_messages = messages
-            value = hook(agent, ctx, result.state, messages)
-            # The runtime awaits an awaitable and ignores any other answer.
-            return answer(value) if inspect.isawaitable(value) else reactivex.empty()
-        if not isinstance(inp, AgentFinishOutcome):
-            raise TypeError(f"on_agent_finish takes an AgentFinishOutcome, got {inp!r}")
-        value = hook(agent, ctx, inp)
-        if value is not None and not isinstance(value, Observable) and \
-                not inspect.isawaitable(value):
-            raise TypeError(f"{label}.on_agent_finish() returned {type(value).__name__}; "
-                            "expected None, an Observable or an awaitable")
-        return answer(value)
+            return self.plan.wrap(spec.point, agent, ctx, core)(inp)
+        handed = inp if spec.given is None else spec.given(inp)
+        if "input_messages" in spec.params:
+            result.input_messages = handed
+        (_mw, hook), = self.plan.hooks(spec.point)  # adapted as the runtime calls it
+        value = hook(agent, ctx, *spec.arguments(result.state, handed))
+        settle = spec.settle
+        assert settle is not None, f"{spec.point.value}: a non-onion point names its settle"
+        label, method = type(self.mw).__name__, spec.point.value
+        return _settled(lambda watch: settle(label, method, value, watch))
 
     def _core(self, result: HarnessResult, upstream: Upstream,
               legend: Mapping[str, Any] | None, timespan: float,
@@ -374,3 +333,28 @@ class MiddlewareHarness:
             return Observable(subscribe)
 
         return core
+
+
+def _settled(settle: Callable[[Watch], Awaitable[Any]]) -> Observable[Any]:
+    """A hook's answer being settled, as a stream: per subscription, ``settle`` runs
+    on the running loop, watched on the subscriber's scheduler; it emits the answer's
+    items as they arrive and ends as the settling does. Disposing cancels it."""
+
+    def subscribe(observer: rxabc.ObserverBase[Any],
+                  scheduler: rxabc.SchedulerBase | None = None) -> rxabc.DisposableBase:
+        async def run() -> None:
+            try:
+                await settle(Watch(scheduler, observer.on_next))
+            except Exception as exc:
+                observer.on_error(exc)
+                return
+            observer.on_completed()
+
+        task = asyncio.get_running_loop().create_task(run())
+
+        def cancel() -> None:
+            task.cancel()
+
+        return Disposable(cancel)
+
+    return Observable(subscribe)

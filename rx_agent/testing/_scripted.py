@@ -1,9 +1,7 @@
-"""The scripted side of a harness run: upstreams, and hook answers as streams."""
+"""The scripted side of a harness run: its upstreams."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -14,7 +12,7 @@ from reactivex.disposable import CompositeDisposable, Disposable
 
 from ._marbles import marbles
 
-__all__ = ["Upstream", "answer", "attempts", "one_str", "to_observable"]
+__all__ = ["Upstream", "attempts", "to_observable"]
 
 Upstream = Any
 """A list of events (an exception as the last item fails the stream there), a marble
@@ -91,63 +89,5 @@ def timed(signals: list[tuple[float, str, Any]]) -> Observable[Any]:
 
         assert scheduler is not None
         return CompositeDisposable(Disposable(dispose), scheduler.schedule(action))
-
-    return Observable(subscribe)
-
-
-def answer(value: Any) -> Observable[Any]:
-    """A hook's answer as a stream: an Observable as it is, an awaitable awaited on the
-    running loop (its result emitted unless ``None``), a value emitted, ``None`` nothing."""
-    if value is None:
-        return reactivex.empty()
-    if isinstance(value, Observable):
-        return value
-    if inspect.isawaitable(value):
-        awaitable = value
-
-        def subscribe(observer: rxabc.ObserverBase[Any],
-                      _scheduler: rxabc.SchedulerBase | None = None) -> rxabc.DisposableBase:
-            async def wait() -> None:
-                try:
-                    out = await awaitable
-                except Exception as exc:
-                    observer.on_error(exc)
-                    return
-                if out is not None:
-                    observer.on_next(out)
-                observer.on_completed()
-
-            task = asyncio.get_running_loop().create_task(wait())
-
-            def cancel() -> None:
-                task.cancel()
-
-            return Disposable(cancel)
-
-        return Observable(subscribe)
-    return reactivex.just(value)
-
-
-def one_str(label: str, source: Observable[Any]) -> Observable[Any]:
-    """The prompt stream, failing as the runtime does unless it is exactly one str."""
-    def subscribe(observer: rxabc.ObserverBase[Any],
-                  scheduler: rxabc.SchedulerBase | None = None) -> rxabc.DisposableBase:
-        items: list[Any] = []
-
-        def on_next(item: Any) -> None:
-            items.append(item)
-            observer.on_next(item)
-
-        def on_completed() -> None:
-            if len(items) != 1:
-                observer.on_error(TypeError(f"{label}.on_system_prompt() emitted {len(items)} "
-                                            "items; expected exactly one str"))
-            elif not isinstance(items[0], str):
-                observer.on_error(TypeError(f"{label}.on_system_prompt() produced "
-                                            f"{type(items[0]).__name__}; expected a str"))
-            else:
-                observer.on_completed()
-
-        return source.subscribe(on_next, observer.on_error, on_completed, scheduler=scheduler)
 
     return Observable(subscribe)
