@@ -1,4 +1,4 @@
-"""Shared helpers for the conformance suite (SEMANTICS.md sections 1-4).
+"""Shared helpers for the conformance suite (the behaviour docs/ describes).
 
 Everything here uses only the pinned top-level names of ``rx_agent`` plus
 ``reactivex``. Test modules import the helpers with ``from conftest import ...``.

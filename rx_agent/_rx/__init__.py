@@ -1,7 +1,8 @@
 """Bridges between RxPY observables and asyncio, used throughout the runtime.
 
 RxPY has no async-iterator bridge and its asyncio schedulers are either loop-bound
-or block on dispose (see RXPY-NOTES), so the runtime carries its own small set.
+or block on dispose (docs/internals.md, "RxPY facts the runtime relies on"), so the
+runtime carries its own small set.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 1: the four ways to call, cold Observables, threads and loops."""
+"""The four ways to call, cold Observables, threads and loops (docs/getting-started.md, docs/internals.md "Threading")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.4: the per-call RuntimeContext copy."""
+"""The per-call RuntimeContext copy (docs/concepts/context.md)."""
 
 from __future__ import annotations
 

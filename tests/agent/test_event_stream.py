@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 4: the shape of a reply's event stream, block ids and reply ids."""
+"""The shape of a reply's event stream, block ids and reply ids (docs/concepts/events.md)."""
 
 from __future__ import annotations
 

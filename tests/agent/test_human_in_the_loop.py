@@ -1,4 +1,4 @@
-"""SEMANTICS.md 1 (resuming a paused session, ConfirmResult) and 3.5 (all tools denied)."""
+"""Human in the loop: resuming a paused session, ConfirmResult, all tools denied (docs/hitl.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.5: agent.interrupt(ctx) and disposing a subscription."""
+"""agent.interrupt(ctx) and disposing a subscription (docs/concepts/hooks.md, docs/porting.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.5: the ReAct loop and its stop reasons."""
+"""The ReAct loop and its stop reasons (docs/concepts/events.md, docs/porting.md)."""
 
 from __future__ import annotations
 

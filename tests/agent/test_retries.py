@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.5: max_retries, fallback_model and failover_listener."""
+"""max_retries, fallback_model and failover_listener (docs/models.md)."""
 
 from __future__ import annotations
 

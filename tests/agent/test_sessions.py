@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.6: sessions are slots keyed by (user, session); FIFO per slot."""
+"""Sessions are slots keyed by (user, session); FIFO per slot (docs/concepts/sessions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.4 (tool context), 3.5 (tool batches and failures) and the pinned Toolkit."""
+"""Tools: the tool context, tool batches and failures, and the Toolkit (docs/concepts/context.md, docs/concepts/hooks.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 4: every event is a pydantic model that round-trips via JSON."""
+"""Every event is a pydantic model that round-trips via JSON (docs/concepts/events.md)."""
 
 from __future__ import annotations
 

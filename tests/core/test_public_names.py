@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 1: the pinned public names and their constructors."""
+"""The public names and their constructors (docs/reference/api.md)."""
 
 from __future__ import annotations
 

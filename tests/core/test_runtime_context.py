@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.4: RuntimeContext attributes (string and typed keys), ids, thread safety."""
+"""RuntimeContext attributes (string and typed keys), ids, thread safety (docs/concepts/context.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 1: the pinned ScriptedModel (offline ChatModel)."""
+"""ScriptedModel, the offline ChatModel (docs/models.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.7 and 3.6b: on_agent_finish (awaited notification) and the order of one call."""
+"""on_agent_finish (awaited notification) and the order of one call (docs/concepts/hooks.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.1: onion hooks (on_agent, on_reasoning, on_acting, on_model_call)."""
+"""Onion hooks (docs/concepts/hooks.md) (on_agent, on_reasoning, on_acting, on_model_call)."""
 
 from __future__ import annotations
 

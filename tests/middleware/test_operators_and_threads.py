@@ -1,6 +1,6 @@
-"""SEMANTICS.md 3.1: "a hook ... may use any RxPY operator on the stream".
+"""A hook may use any RxPY operator on its stream (docs/concepts/hooks.md).
 
-RXPY-NOTES: time operators (delay, timer) run on TimeoutScheduler threads unless a
+RxPY's time operators (delay, timer) run on TimeoutScheduler threads unless a
 scheduler is passed, so these hooks hand events (and next() subscriptions) to the
 runtime from another thread. The call must still complete, serially and correctly.
 """

@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 2: the execution plan (built once, frozen)."""
+"""The execution plan (docs/concepts/plan.md) (built once, frozen)."""
 
 from __future__ import annotations
 

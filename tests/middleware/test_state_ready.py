@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.3: on_agent_state_ready (synchronous notification)."""
+"""on_agent_state_ready, a synchronous notification (docs/concepts/hooks.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md 3.2: the on_system_prompt transformer pipeline."""
+"""The on_system_prompt transformer pipeline (docs/concepts/hooks.md)."""
 
 from __future__ import annotations
 
