@@ -1,4 +1,5 @@
-"""The four ways to call, cold Observables, threads and loops (docs/getting-started.md, docs/internals.md "Threading")."""
+"""The four ways to call, cold Observables, threads and loops (docs/getting-started.md,
+docs/internals.md "Threading")."""
 
 from __future__ import annotations
 

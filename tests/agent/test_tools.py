@@ -1,4 +1,5 @@
-"""Tools: the tool context, tool batches and failures, and the Toolkit (docs/concepts/context.md, docs/concepts/hooks.md)."""
+"""Tools: the tool context, tool batches and failures, and the Toolkit
+(docs/concepts/context.md, docs/concepts/hooks.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""RuntimeContext attributes (string and typed keys), ids, thread safety (docs/concepts/context.md)."""
+"""RuntimeContext attributes (string and typed keys), ids, thread safety
+(docs/concepts/context.md)."""
 
 from __future__ import annotations
 
