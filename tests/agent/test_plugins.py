@@ -33,6 +33,7 @@ def _named(name: str) -> Any:
     """A fresh tool called ``name``."""
 
     def fn() -> str:
+        """Answers with its own name."""
         return name
 
     return tool(name=name)(fn)
@@ -250,7 +251,8 @@ def test_permission_rules_apply_to_plugin_tools() -> None:
 
 
 def test_a_plugin_tools_own_permission_is_kept() -> None:
-    denied = tool(name="wipe", permission="deny")(lambda: "wiped")
+    denied = tool(name="wipe", description="Wipes everything.", permission="deny")(
+        lambda: "wiped")
     model = ScriptedModel([[ToolUseBlock("c1", "wipe", {})], "done"])
     agent = builder(model).plugin(Plugin("danger", tools=[denied])).build()
     (end,) = of_type(stream_events(agent, "go"), ToolResultEndEvent)

@@ -54,6 +54,7 @@ def test_the_same_instance_twice_is_read_once() -> None:
 
 def test_a_plain_function_is_listed_as_a_tool() -> None:
     def shout(text: str) -> str:
+        """The text in capitals."""
         return text.upper()
 
     agent = builder(ScriptedModel(["ok"])).middleware(Bringing(shout)).build()

@@ -289,6 +289,7 @@ def test_on_acting_changed_tool_calls_are_what_runs() -> None:
     seen: list = []
 
     def record(a: int, b: int) -> int:
+        """Records its arguments."""
         seen.append((a, b))
         return a + b
 

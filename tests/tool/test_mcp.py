@@ -114,6 +114,7 @@ async def test_a_name_taken_by_a_local_tool_fails_naming_both(
 ) -> None:
     @tool
     def add(a: int, b: int) -> int:
+        """Not the server's add."""
         return a - b
 
     kit = Toolkit([add])
