@@ -37,7 +37,7 @@ from ._batch import Batch, BatchCore
 from ._hitl import ResumeEvent, apply_edits
 from ._permission_handler import consult
 from ._results import denied_result, emit_result_events, record_result
-from ._step import Continue, End, Outcome, Step
+from ._step import Continue, End, Outcome, Step, count
 from ._steps import CallScope
 
 __all__ = ["Act", "Acting", "Consult", "Pause", "Resume"]
@@ -126,7 +126,7 @@ class _Loop(Protocol):
 
 
 def _names(calls: list[ToolUseBlock] | tuple[ToolUseBlock, ...]) -> str:
-    return ", ".join(c.name for c in calls)
+    return f"{count(len(calls), 'call')}: {', '.join(c.name for c in calls)}"
 
 
 class Resume(Step):
@@ -249,8 +249,7 @@ class Act(Step):
         return then
 
     def describe(self, loop: _Loop) -> str:
-        return f"{len(self.calls)} calls: {_names(self.calls)}" if self.at == 0 else \
-            f"after {self.calls[self.at - 1].name!r}"
+        return _names(self.calls) if self.at == 0 else f"after {self.calls[self.at - 1].name!r}"
 
 
 class Consult(Step):
@@ -296,4 +295,4 @@ class Pause(Step):
         return End(loop.acting.pause(loop.state, "external", self.calls, self.calls, {}))
 
     def describe(self, loop: _Loop) -> str:
-        return f"{len(self.calls)} external: {_names(self.calls)}"
+        return f"external {_names(self.calls)}"

@@ -34,7 +34,7 @@ from ..middleware.inputs import ActingInput
 from ..middleware.types import Handler
 from ..tool._ledger import DONE, Ledger
 from ._results import denied_result, emit_result_events, record_result
-from ._step import Continue, Outcome, Step
+from ._step import Continue, Outcome, Step, count
 from ._steps import INTERRUPTED_TEXT, CallScope, Interrupted
 
 __all__ = ["NOT_RUN_TEXT", "Batch", "BatchCore"]
@@ -101,7 +101,7 @@ class Batch(Step):
         self.close(ToolResultState.INTERRUPTED, INTERRUPTED_TEXT)  # finished results stay
 
     def describe(self, loop: Any) -> str:
-        return f"{len(self.calls)} calls: {', '.join(c.name for c in self.calls)}"
+        return f"{count(len(self.calls), 'call')}: {', '.join(c.name for c in self.calls)}"
 
     # -- the core's input ------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from ..tool._caller import CallerTools
 from ._acting import Act, Resume
 from ._hitl import ResumeEvent, check_resume
 from ._loop import ReActLoop, ReasoningCall, Round
-from ._step import Continue, End, Outcome, Step
+from ._step import Continue, End, Outcome, Step, count
 from ._structured import StructuredOutput, StructuredOutputError
 
 __all__ = [
@@ -118,7 +118,7 @@ class Begin(Step):
 
     def describe(self, loop: ReActLoop) -> str:
         resume = self.inp.resume
-        return f"{len(self.messages)} messages" + (
+        return count(len(self.messages), "message") + (
             f", resume with {type(resume).__name__}" if resume is not None else "")
 
 
@@ -173,7 +173,7 @@ class Compress(Step):
         return Continue(Reason(), loop.compressed)
 
     def describe(self, loop: ReActLoop) -> str:
-        return f"round {loop.iteration}, {len(loop.state.context)} messages"
+        return f"round {loop.iteration}, {count(len(loop.state.context), 'message')}"
 
 
 class Reason(Step):
@@ -222,8 +222,8 @@ class Reason(Step):
         return self.msg
 
     def describe(self, loop: ReActLoop) -> str:
-        return (f"round {loop.iteration}, {len(loop.state.context)} messages, "
-                f"{len(loop.tools)} tools")
+        return (f"round {loop.iteration}, {count(len(loop.state.context), 'message')}, "
+                f"{count(len(loop.tools), 'tool')}")
 
 
 class Respond(Step):
@@ -283,7 +283,7 @@ class ContinueRound(Step):
         return next_round(loop)
 
     def describe(self, loop: ReActLoop) -> str:
-        return f"+{self.request.extra_iters} rounds"
+        return f"+{count(self.request.extra_iters, 'round')}"
 
 
 class Structured(Step):
@@ -348,7 +348,7 @@ class Summarize(Step):
         return rnd.msg if self.done else rnd.partial(loop.scope.config.name)
 
     def describe(self, loop: ReActLoop) -> str:
-        return f"after {loop.iteration} rounds"
+        return f"after {count(loop.iteration, 'round')}"
 
 
 class Summarized(Step):

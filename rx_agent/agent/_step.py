@@ -24,7 +24,7 @@ from ..tool._call import CallOwner
 from ..tool._run import Emit, Starting
 from ..tool.toolkit import Toolkit
 
-__all__ = ["Continue", "End", "Outcome", "Step", "ToolRunner", "stream_model"]
+__all__ = ["Continue", "End", "Outcome", "Step", "ToolRunner", "count", "stream_model"]
 
 
 class Step:
@@ -82,6 +82,11 @@ class End:
 
 
 Outcome = Continue | End
+
+
+def count(n: int, what: str) -> str:
+    """``"1 message"``, ``"2 messages"``: for :meth:`Step.describe`."""
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def stream_model(model: ModelLike, mci: ModelCallInput) -> Observable[Any]:
