@@ -1,8 +1,9 @@
-"""One ``on_acting`` step's batch: running its calls, and the one result each keeps.
+"""One ``on_acting`` step's batch: running its calls, the one result each keeps, and
+how an interrupt stops them.
 
 A :class:`Batch` is the acting round's step: the driver runs it like any other, and
 while it runs it is the scope's step (``CallScope.step``), which is how the core of
-``on_acting`` finds it and how an interrupt closes it (:meth:`Batch.cut`).
+``on_acting`` finds it.
 
 The core of ``on_acting`` (:class:`BatchCore`) runs the calls it is handed as a
 :class:`BatchRun` that the batch owns, not the subscription: a hook that stops
@@ -14,6 +15,21 @@ with a layer at ``on_acting`` what leaves the outermost hook decides; without on
 tools' events go to the caller through it directly. Results enter the context in call
 order when the step ends, and a call whose arguments a hook changed is stored with
 them before its tool starts.
+
+How an interrupt stops tools. ``agent.interrupt()`` (any thread) sets the call's
+flag and, at the loop's next turn, cuts the running step's stream
+(``CallScope.request_interrupt``); from then on:
+
+* no tool starts: the flag is read right before a tool's function is entered
+  (:meth:`Batch.starting`, which ``tool/_run.py`` calls after the arguments
+  validated), before each call of a sequential batch and before a concurrent batch's
+  tasks begin (:meth:`Batch.execute`);
+* what runs is cancelled and what finished is kept: the driver hands the cut step
+  :meth:`Batch.cut`, which closes the batch (:meth:`Batch.close`): the runs'
+  tasks are cancelled, a late result is dropped, and each call's one result is
+  written in call order, ``INTERRUPTED`` for those without one;
+* the reply ends: the driver's ``close`` step (``CallScope.close_interrupted``)
+  answers any call still open and stores the final ``INTERRUPTED`` message.
 """
 
 from __future__ import annotations

@@ -271,9 +271,10 @@ class CallScope:
     def request_interrupt(self, msg: Msg | None = None) -> None:
         """Thread-safe: end the call with ``INTERRUPTED`` at the current step.
 
-        The flag is read at every step boundary, so once this returns no tool of the
-        reply starts; the running step is also cut short. ``msg`` is recorded with the
-        interrupted reply (the latest one wins)."""
+        The driver reads the flag between two steps and a batch before each tool
+        starts (``agent/_batch.py``: how an interrupt stops tools), so once this
+        returns no tool of the reply starts; the running step is also cut short.
+        ``msg`` is recorded with the interrupted reply (the latest one wins)."""
         if msg is not None:
             self.interrupt_msg = msg
         self.interrupted = True
