@@ -141,7 +141,7 @@ class Resume(Step):
         self.event = event
         self.then = then  # after the batch: the round's continuation
 
-    async def run(self, loop: _Loop) -> Outcome:
+    def run(self, loop: _Loop) -> Outcome:
         scope = loop.scope
         state = loop.state
         event = self.event
@@ -197,7 +197,7 @@ class Act(Step):
         self.external: list[ToolUseBlock] = []
         self.at = 0  # the next call to decide (a consult step comes back here)
 
-    async def run(self, loop: _Loop) -> Outcome:
+    def run(self, loop: _Loop) -> Outcome:
         scope = loop.scope
         state = loop.state
         config = scope.config
@@ -291,7 +291,7 @@ class Pause(Step):
     def __init__(self, calls: list[ToolUseBlock]) -> None:
         self.calls = calls
 
-    async def run(self, loop: _Loop) -> Outcome:
+    def run(self, loop: _Loop) -> Outcome:
         return End(loop.acting.pause(loop.state, "external", self.calls, self.calls, {}))
 
     def describe(self, loop: _Loop) -> str:

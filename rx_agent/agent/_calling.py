@@ -27,7 +27,7 @@ from ..middleware.types import Agent
 from ._checks import AgentInputLike, check_ctx, normalize
 from ._config import AgentConfig
 from ._driver import Driver
-from ._lifecycle import Run
+from ._lifecycle import Phase, Run
 from ._slots import SessionSlots
 from ._structured import check_structured_model
 
@@ -166,7 +166,8 @@ class Calling:
         try:
             return await outcome.future
         finally:
-            run.dispose()
+            if run.phase is not Phase.DONE:  # a finished call has nothing to dispose
+                run.dispose()
 
     def astream(
         self,

@@ -1,6 +1,7 @@
 """The driver: runs a call's steps and does, between two of them, what no step does.
 
-:meth:`Driver.run` is the one place that reads the boundary checks, in this order:
+:meth:`Driver.run` is the one place of the boundary checks, before the first step
+(an interrupt only) and after each one, in this order:
 
 1. an interrupt (``agent.interrupt()``) ends the reply: the step that just ran (or was
    cut, :class:`~._steps.Interrupted`) closes what it left open
@@ -24,7 +25,7 @@ from ..message import Msg
 from ..tool._execute import execute
 from ._loop import ReActLoop
 from ._machine import Close, Summarize
-from ._step import End, Outcome, Step, stream_model
+from ._step import Continue, End, Outcome, Step, stream_model
 from ._steps import CallScope, Interrupted
 
 __all__ = ["DRIVER", "Driver"]
@@ -50,26 +51,36 @@ class Driver:
 
     async def step(self, step: Step, loop: ReActLoop) -> Outcome:
         """Run one step (override to wrap each step; call this to run it)."""
-        return await step.run(loop)
+        outcome = step.run(loop)
+        if type(outcome) is Continue or type(outcome) is End:
+            return outcome
+        return await outcome
 
     async def run(self, loop: ReActLoop, step: Step) -> Msg:
         """Run the steps from ``step`` until one ends the reply; its final message."""
         scope = loop.scope
         # A subclass that does not wrap steps runs them directly (no frame per step).
         direct = type(self).step is Driver.step
+        if scope.interrupted and step.checked:  # before the first step too
+            step = Close(False, None)
         while True:
             scope.step = step
             try:
-                outcome = await (step.run(loop) if direct else self.step(step, loop))
+                outcome = step.run(loop) if direct else self.step(step, loop)
+                if type(outcome) is not Continue:
+                    if type(outcome) is not End:
+                        outcome = await outcome  # a step that waits
+                    if type(outcome) is End:
+                        return outcome.msg
             except Interrupted:  # cut while it ran
                 step = Close(False, step.cut(loop))
                 continue
             finally:
                 scope.step = None
-            if type(outcome) is End:
-                return outcome.msg
             nxt = outcome.next
-            if nxt.checked:
+            # The common move (nothing to save, count or stop) costs four reads.
+            if (outcome.save or outcome.round or scope.interrupted
+                    or scope.stop_request is not None) and nxt.checked:
                 if scope.interrupted:
                     nxt = Close(False, step.cut(loop))
                 elif scope.stop_request is not None:

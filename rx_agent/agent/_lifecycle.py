@@ -49,7 +49,7 @@ from ._config import AgentConfig
 from ._driver import DRIVER, Driver
 from ._durable import DurableHold
 from ._loop import ReActLoop
-from ._machine import Begin
+from ._machine import Prepare
 from ._slots import SessionSlots
 from ._steps import EVENT_TYPES, CallScope, is_event
 from ._watchdog import watch
@@ -332,7 +332,9 @@ class Run(rxabc.DisposableBase):
             if self.binding.recovered:
                 emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
                                                 tool_call_ids=list(self.binding.recovered)))
-            final = await self.driver.run(self.react, Begin(state, input_messages, inp))
+            react = self.react
+            first = Prepare(react.begin(state, input_messages, inp))
+            final = await self.driver.run(react, first)
             emit(AgentResultEvent.make(scope.source, result=final))
             if not scope.quiet:
                 emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))

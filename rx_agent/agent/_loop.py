@@ -11,7 +11,7 @@ assistant message is rebuilt from the events that leave the ``on_model_call`` ch
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import reactivex
@@ -22,16 +22,18 @@ from reactivex.disposable import Disposable
 
 from .._record import new_id
 from .._rx import DirectObservable, on_loop, subscribe_observer
+from .._text import check_value, is_clean
 from ..context import AgentState
 from ..event import AgentEvent, ModelCallStartEvent
 from ..message import Msg
 from ..middleware.base import ExtensionPoint
-from ..middleware.inputs import CompressContextInput, ModelCallInput, ReasoningInput
+from ..middleware.inputs import AgentInput, CompressContextInput, ModelCallInput, ReasoningInput
 from ..middleware.types import Handler
 from ..options import GenerateOptions
 from ._acting import Acting
 from ._blocks import MessageAccumulator
 from ._compress import replace_context
+from ._hitl import ResumeEvent, check_resume
 from ._model_call import ModelAttempts
 from ._steps import CallScope
 from ._structured import StructuredOutput
@@ -82,7 +84,7 @@ class ReActLoop:
 
     reasoning_chain: Handler[ReasoningInput] | None
     model_chain: Handler[ModelCallInput] | None
-    state: AgentState  # bound by the first step
+    state: AgentState  # bound by begin()
 
     def __init__(self, scope: CallScope, structured_model: type[BaseModel] | None = None) -> None:
         self.scope = scope
@@ -120,6 +122,24 @@ class ReActLoop:
         if acting is None:
             acting = self._acting = Acting(self.scope)
         return acting
+
+    def begin(self, state: AgentState, messages: Sequence[Msg],
+              inp: AgentInput) -> ResumeEvent | None:
+        """Take the call's input: checked, then added to the context (a new message
+        instead of a paused batch's answer closes that batch); the resume event, if
+        the call answers a pause. The driver's first check follows."""
+        self.state = state
+        resume = inp.resume
+        if not is_clean(messages):  # bad text never enters the context
+            for i, m in enumerate(messages):
+                check_value(m, f"input message #{i}")
+        if resume is not None:
+            check_value(resume, type(resume).__name__)
+            check_resume(state, resume, state.session_id)  # raises before anything changes
+        elif state.pending is not None:
+            self.acting.abandon_pending(state)
+        state.context.extend(messages)
+        return resume
 
     def model_messages(self) -> tuple[Msg, ...]:
         """What a round shows the model: the system prompt, then the context."""

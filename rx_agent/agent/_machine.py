@@ -2,39 +2,39 @@
 
 ::
 
-    begin → prepare ─┬─────────────── round ── [compress] → reason ─┬→ act ⇄ consult
-                     └→ resume → act ─┐                             │   ↓
-                                      └→ batch → [pause] / [structured] → round
-                                                    reason → respond → end, continue → round
+    prepare ─┬──────────────── round ── [compress] → reason ─┬→ act ⇄ consult
+             └→ resume → act ─┐                              │   ↓
+                              └→ batch → [pause] / [structured] → round
+                                            reason → respond → end, continue → round
     round past the limit → summarize → summarized;  interrupt or stop → close
 
-Acting's steps (:class:`~._acting.Act`, :class:`~._batch.Batch`, ...) are handed what
-follows them (:func:`after_batch`), so they know nothing of rounds. A driver
-(:mod:`._driver`) runs the steps; between two of them it checks for an interrupt and a
-stop request, saves a checkpoint, and counts the rounds (a :class:`Continue` with
-``round=True`` begins one; past the limit it runs :class:`Summarize` instead). No step
-does those checks itself.
+The loop takes the call's input first (:meth:`~._loop.ReActLoop.begin`). Acting's
+steps (:class:`~._acting.Act`, :class:`~._batch.Batch`, ...) are handed what follows
+them (:func:`after_batch`), so they know nothing of rounds. A driver
+(:mod:`._driver`) runs the steps; before the first and between two of them it checks
+for an interrupt and a stop request, saves a checkpoint, and counts the rounds (a
+:class:`Continue` with ``round=True`` begins one; past the limit it runs
+:class:`Summarize` instead). No step does those checks itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable
 
-from .._text import check_value, is_clean
+from .._text import check_value
 from ..context import AgentState
 from ..event import ExceedMaxItersEvent, RequestContinueEvent
 from ..message import GenerateReason, HintBlock, Msg, Role, TextBlock, ToolUseBlock
 from ..middleware.base import ExtensionPoint
-from ..middleware.inputs import AgentInput, CompressContextInput, ReasoningInput
+from ..middleware.inputs import CompressContextInput, ReasoningInput
 from ..tool._caller import CallerTools
 from ._acting import Act, Resume
-from ._hitl import ResumeEvent, check_resume
+from ._hitl import ResumeEvent
 from ._loop import ReActLoop, ReasoningCall, Round
 from ._step import Continue, End, Outcome, Step, count
 from ._structured import StructuredOutput, StructuredOutputError
 
 __all__ = [
-    "Begin",
     "Close",
     "Compress",
     "ContinueRound",
@@ -85,45 +85,17 @@ def _structured_end(
     return End(final)
 
 
+def _system(prompt: str) -> Msg:
+    return Msg.make(Role.SYSTEM, [TextBlock._fast({"type": "text", "text": prompt})])
+
+
 def _hint(state: AgentState, hint: str) -> None:
     state.context.append(Msg(role=Role.USER, content=[HintBlock(hint=hint)]))
 
 
-class Begin(Step):
-    """The call's input: checked, then added to the context (a new message instead
-    of a paused batch's answer closes that batch)."""
-
-    __slots__ = ("inp", "messages", "state")
-    name = "begin"
-
-    def __init__(self, state: AgentState, messages: Sequence[Msg], inp: AgentInput) -> None:
-        self.state = state
-        self.messages = messages
-        self.inp = inp
-
-    async def run(self, loop: ReActLoop) -> Outcome:
-        state = loop.state = self.state
-        input_messages = self.messages
-        resume = self.inp.resume
-        if not is_clean(input_messages):  # bad text never enters the context
-            for i, m in enumerate(input_messages):
-                check_value(m, f"input message #{i}")
-        if resume is not None:
-            check_value(resume, type(resume).__name__)
-            check_resume(state, resume, state.session_id)  # raises before anything changes
-        elif state.pending is not None:
-            loop.acting.abandon_pending(state)
-        state.context.extend(input_messages)
-        return Continue(Prepare(resume))
-
-    def describe(self, loop: ReActLoop) -> str:
-        resume = self.inp.resume
-        return count(len(self.messages), "message") + (
-            f", resume with {type(resume).__name__}" if resume is not None else "")
-
-
 class Prepare(Step):
-    """What every round offers: the system prompt, the call's tools and options."""
+    """The first step (the loop took the call's input, :meth:`ReActLoop.begin`): what
+    every round offers, the system prompt, the call's tools and options."""
 
     __slots__ = ("resume",)
     name = "prepare"
@@ -131,17 +103,34 @@ class Prepare(Step):
     def __init__(self, resume: ResumeEvent | None) -> None:
         self.resume = resume
 
-    async def run(self, loop: ReActLoop) -> Outcome:
+    def run(self, loop: ReActLoop) -> Outcome | Awaitable[Outcome]:
+        config = loop.scope.config
+        if ExtensionPoint.ON_SYSTEM_PROMPT in config.plan.layered or config.toolkit.has_sources:
+            return self._waiting(loop)  # a hook or MCP servers to wait for
+        prompt = config.sys_prompt.strip()
+        if prompt:
+            loop.system_msg = _system(prompt)
+        return self._offer(loop)
+
+    def describe(self, loop: ReActLoop) -> str:
+        resume = self.resume
+        return count(len(loop.state.context), "message") + (
+            f", resume with {type(resume).__name__}" if resume is not None else "")
+
+    async def _waiting(self, loop: ReActLoop) -> Outcome:
         scope = loop.scope
         config = scope.config
         plan = config.plan
         prompt = await plan.system_prompt(scope.agent, scope.ctx, config.sys_prompt) \
             if ExtensionPoint.ON_SYSTEM_PROMPT in plan.layered else config.sys_prompt.strip()
         if prompt.strip():
-            block = TextBlock._fast({"type": "text", "text": prompt})
-            loop.system_msg = Msg.make(Role.SYSTEM, [block])
+            loop.system_msg = _system(prompt)
         if config.toolkit.has_sources:  # MCP servers: tools listed once per connection
             await config.toolkit.refresh()
+        return self._offer(loop)
+
+    def _offer(self, loop: ReActLoop) -> Outcome:
+        scope = loop.scope
         caller = scope.ctx.get(CallerTools)
         if caller is not None:  # a protocol client's own tools, for this call only
             scope.toolkit = caller.overlay(scope.toolkit)
@@ -183,16 +172,19 @@ class Reason(Step):
     __slots__ = ("done", "msg", "rnd")
     name = "reason"
 
-    def __init__(self) -> None:
-        self.rnd: Round | None = None
-        self.msg: Msg | None = None
-        self.done = False
+    # No __init__ (one call less per round): the fields are set as it runs, before
+    # anything can read them.
+    rnd: Round
+    msg: Msg | None
+    done: bool
 
     async def run(self, loop: ReActLoop) -> Outcome:
         scope = loop.scope
         state = loop.state
         rin = ReasoningInput(loop.model_messages(), loop.tools, loop.options, loop.iteration)
         chain = loop.reasoning_chain
+        self.done = False
+        self.msg = None
         rnd = self.rnd = Round(chain is not None)
         scope.continue_request = None  # heard per round (one from compression too)
         loop.round = rnd
@@ -215,8 +207,7 @@ class Reason(Step):
     def cut(self, loop: ReActLoop) -> Msg | None:
         # Cut during the model call: what it streamed so far (a finished round's
         # message is stored already).
-        rnd = self.rnd
-        return None if self.done or rnd is None else rnd.partial(loop.scope.config.name)
+        return None if self.done else self.rnd.partial(loop.scope.config.name)
 
     def answer(self) -> Msg | None:
         return self.msg
@@ -236,7 +227,7 @@ class Respond(Step):
     def __init__(self, msg: Msg | None) -> None:
         self.msg = msg
 
-    async def run(self, loop: ReActLoop) -> Outcome:
+    def run(self, loop: ReActLoop) -> Outcome:
         msg = self.msg
         structured = loop.structured
         if msg is not None and msg.has_visible_text:
@@ -273,7 +264,7 @@ class ContinueRound(Step):
     def __init__(self, request: RequestContinueEvent) -> None:
         self.request = request
 
-    async def run(self, loop: ReActLoop) -> Outcome:
+    def run(self, loop: ReActLoop) -> Outcome:
         request = self.request
         loop.limit = min(loop.limit + request.extra_iters, 2 * loop.scope.config.max_iters)
         hint = request.hint
@@ -296,7 +287,7 @@ class Structured(Step):
     def __init__(self, calls: list[ToolUseBlock] | None) -> None:
         self.calls = calls
 
-    async def run(self, loop: ReActLoop) -> Outcome:
+    def run(self, loop: ReActLoop) -> Outcome:
         structured = loop.structured
         assert structured is not None
         if structured.result is not None:
@@ -361,7 +352,7 @@ class Summarized(Step):
     def __init__(self, msg: Msg | None) -> None:
         self.msg = msg
 
-    async def run(self, loop: ReActLoop) -> Outcome:
+    def run(self, loop: ReActLoop) -> Outcome:
         msg = self.msg or Msg(role=Role.ASSISTANT, content=[], name=loop.scope.config.name)
         msg.content = [b for b in msg.content if not isinstance(b, ToolUseBlock)]
         msg.generate_reason = GenerateReason.MAX_ITERATIONS
@@ -380,7 +371,7 @@ class Close(Step):
         self.stopped = stopped
         self.msg = msg
 
-    async def run(self, loop: ReActLoop) -> Outcome:
+    def run(self, loop: ReActLoop) -> Outcome:
         if self.stopped:
             return End(loop.scope.close_stopped(loop.state, self.msg))
         return End(loop.scope.close_interrupted(loop.state, self.msg))

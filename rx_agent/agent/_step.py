@@ -30,7 +30,11 @@ __all__ = ["Continue", "End", "Outcome", "Step", "ToolRunner", "count", "stream_
 class Step:
     """One step of a call. :meth:`run` does the step's work and returns what comes
     next; it never checks for an interrupt, a stop request, a checkpoint or the round
-    limit: the driver does that between two steps, once."""
+    limit: the driver does that between two steps, once.
+
+    A step that waits for something (a hook chain's stream, a handler) is an ``async
+    def run``; one that does not returns its outcome directly (no coroutine per step
+    on the hot path), and the driver awaits only what is awaitable."""
 
     __slots__ = ()
 
@@ -40,8 +44,9 @@ class Step:
     """Whether the driver's checks run before this step (resuming records what the
     caller brought even when the reply was interrupted meanwhile)."""
 
-    async def run(self, loop: Any) -> Outcome:
-        """The step's work (``loop``: the call's ``ReActLoop``)."""
+    def run(self, loop: Any) -> Outcome | Awaitable[Outcome]:
+        """The step's work (``loop``: the call's ``ReActLoop``): its outcome, or an
+        awaitable of it."""
         raise NotImplementedError
 
     def cut(self, loop: Any) -> Msg | None:

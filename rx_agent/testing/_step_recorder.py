@@ -1,6 +1,6 @@
 """A second driver of an agent's steps: it runs a call and records each step.
 
-The runtime runs a call as steps (begin, prepare, reason, act, batch, respond, ...);
+The runtime runs a call as steps (prepare, reason, act, batch, respond, ...);
 :class:`StepRecorder` is a driver that runs those same steps, unchanged, and keeps one
 :class:`StepRecord` per step it ran: the step's name, a summary of its input, and
 what it returned::
@@ -11,7 +11,7 @@ what it returned::
     recorder = StepRecorder()
     agent = ReActAgent(name="a", model=ScriptedModel(["hi"]))
     assert recorder.call_sync(agent, "hello").text == "hi"
-    assert recorder.names == ["begin", "prepare", "reason", "respond"]
+    assert recorder.names == ["prepare", "reason", "respond"]
     assert recorder.steps[-1].outcome == "end: MODEL_STOP"
 """
 
@@ -43,7 +43,7 @@ class StepRecord:
     """One step a :class:`StepRecorder` ran."""
 
     name: str
-    """The step: ``begin``, ``prepare``, ``resume``, ``compress``, ``reason``,
+    """The step: ``prepare``, ``resume``, ``compress``, ``reason``,
     ``respond``, ``continue``, ``act``, ``consult``, ``batch``, ``pause``,
     ``structured``, ``summarize``, ``summarized`` or ``close``."""
     input: str

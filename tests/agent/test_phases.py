@@ -66,9 +66,21 @@ async def test_a_call_walks_its_phases_through_the_transition_function(
 ) -> None:
     agent = ReActAgent(name="a", model=ScriptedModel(["hi"]))
     assert (await agent.acall("hello")).text == "hi"
-    # acall disposes its subscription once it has the result.
+    # A finished call is not disposed (nothing is left to dispose).
     assert moves == [("NEW", "STARTED"), ("STARTED", "READY"), ("READY", "FINISHING"),
-                     ("FINISHING", "DONE"), ("DONE", "DISPOSED")]
+                     ("FINISHING", "DONE")]
+
+
+async def test_a_cancelled_acall_is_disposed(moves: list[tuple[str, str]]) -> None:
+    import asyncio
+
+    agent = ReActAgent(name="a", model=ScriptedModel(["slow"], delay=1.0))
+    task = asyncio.ensure_future(agent.acall("hello"))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert moves[-1] == ("READY", "DISPOSED")
 
 
 def test_a_refused_call_walks_refused_then_finishing(moves: list[tuple[str, str]]) -> None:

@@ -46,13 +46,12 @@ def _shape(events: list[Any]) -> list[tuple[str, Any]]:
     return [(type(e).__name__, tuple(getattr(e, k, None) for k in keep)) for e in events]
 
 
-def test_a_text_reply_is_begin_prepare_reason_respond() -> None:
+def test_a_text_reply_is_prepare_reason_respond() -> None:
     recorder = StepRecorder()
     msg = recorder.call_sync(_agent("hi", toolkit=None), "hello")
     assert msg.text == "hi"
     assert recorder.steps == [
-        StepRecord("begin", "1 message", "next: prepare"),
-        StepRecord("prepare", "", "next: reason, new round"),
+        StepRecord("prepare", "1 message", "next: reason, new round"),
         StepRecord("reason", "round 1, 1 message, 0 tools", "next: respond"),
         StepRecord("respond", "visible text", "end: MODEL_STOP"),
     ]
@@ -61,15 +60,15 @@ def test_a_text_reply_is_begin_prepare_reason_respond() -> None:
 def test_a_tool_round_goes_through_act_and_batch_with_its_checkpoints() -> None:
     recorder = StepRecorder()
     assert recorder.call_sync(_agent(_add(), "three"), "add").text == "three"
-    assert recorder.names == ["begin", "prepare", "reason", "act", "batch", "reason",
+    assert recorder.names == ["prepare", "reason", "act", "batch", "reason",
                               "respond"]
-    by_name = {r.name: r for r in recorder.steps[:5]}
+    by_name = {r.name: r for r in recorder.steps[:4]}
     # The calls are saved before they run; the results after the batch.
     assert by_name["reason"].outcome == "next: act, save"
     assert by_name["act"] == StepRecord("act", "1 call: add", "next: batch")
     assert by_name["batch"] == StepRecord("batch", "1 call: add",
                                           "next: reason, save, new round")
-    assert recorder.steps[5].input == "round 2, 3 messages, 1 tool"
+    assert recorder.steps[4].input == "round 2, 3 messages, 1 tool"
 
 
 def test_the_recorded_call_streams_what_the_default_driver_streams() -> None:
@@ -109,7 +108,7 @@ def test_an_interrupt_cuts_the_running_step_and_closes_the_reply() -> None:
     recorder = StepRecorder()
     msg = recorder.call_sync(agent, "go", RuntimeContext(session_id="s"))
     assert msg.generate_reason is GenerateReason.INTERRUPTED
-    assert recorder.names == ["begin", "prepare", "reason", "act", "batch", "close"]
+    assert recorder.names == ["prepare", "reason", "act", "batch", "close"]
     assert recorder.steps[-2].outcome == "interrupted"
     assert recorder.steps[-1] == StepRecord("close", "interrupted", "end: INTERRUPTED")
 
@@ -138,14 +137,14 @@ def test_a_continue_request_and_a_stop_request_are_steps_of_their_own() -> None:
     agent = _agent("draft", "final", toolkit=None,
                    middlewares=[_Emit(RequestContinueEvent(hint="check", extra_iters=1))])
     assert recorder.call_sync(agent, "go").text == "final"
-    assert recorder.names == ["begin", "prepare", "reason", "respond", "continue", "reason",
+    assert recorder.names == ["prepare", "reason", "respond", "continue", "reason",
                               "respond"]
-    assert recorder.steps[4] == StepRecord("continue", "+1 round", "next: reason, new round")
+    assert recorder.steps[3] == StepRecord("continue", "+1 round", "next: reason, new round")
 
     recorder = StepRecorder()
     agent = _agent("draft", toolkit=None, middlewares=[_Emit(RequestStopEvent(reason="enough"))])
     recorder.call_sync(agent, "go")
-    assert recorder.names == ["begin", "prepare", "reason", "close"]
+    assert recorder.names == ["prepare", "reason", "close"]
     assert recorder.steps[-1].input == "stopped"
 
 
@@ -160,7 +159,7 @@ def test_a_permission_handler_is_consulted_in_a_step_per_call_and_a_pause_resume
     ctx = RuntimeContext(session_id="s")
     recorder = StepRecorder()
     events = collect(recorder.stream(agent, "go", ctx))
-    assert recorder.names == ["begin", "prepare", "reason", "act", "consult", "act", "consult",
+    assert recorder.names == ["prepare", "reason", "act", "consult", "act", "consult",
                               "act"]
     assert recorder.steps[-1].outcome == "end: PERMISSION_ASKING"
     [pause] = [e for e in events if isinstance(e, RequireUserConfirmEvent)]
@@ -169,9 +168,10 @@ def test_a_permission_handler_is_consulted_in_a_step_per_call_and_a_pause_resume
     answer = UserConfirmResultEvent(reply_id=pause.reply_id,
                                     confirm_results=[ConfirmResult(pause.tool_calls[0], True)])
     assert resumed.call_sync(agent, answer, ctx).text == "done"
-    assert resumed.names == ["begin", "prepare", "resume", "act", "consult", "act", "batch",
+    assert resumed.names == ["prepare", "resume", "act", "consult", "act", "batch",
                              "reason", "respond"]
-    assert resumed.steps[2].input == "UserConfirmResultEvent"
+    assert resumed.steps[0].input == "2 messages, resume with UserConfirmResultEvent"
+    assert resumed.steps[1].input == "UserConfirmResultEvent"
 
 
 class Sum(BaseModel):
@@ -183,7 +183,7 @@ def test_a_structured_call_ends_in_the_structured_step() -> None:
     answer = [ToolUseBlock(id="r1", name="generate_response", input={"total": 3})]
     msg = recorder.call_sync(_agent(answer, toolkit=None), "sum", structured_model=Sum)
     assert msg.structured == Sum(total=3)
-    assert recorder.names == ["begin", "prepare", "reason", "act", "batch", "structured"]
+    assert recorder.names == ["prepare", "reason", "act", "batch", "structured"]
     assert recorder.steps[-1].outcome == "end: STRUCTURED_OUTPUT"
 
 
@@ -199,4 +199,4 @@ async def test_acall_runs_on_the_running_loop() -> None:
     recorder = StepRecorder()
     msg = await recorder.acall(_agent("hi", toolkit=None), "hello")
     assert msg.text == "hi"
-    assert recorder.names == ["begin", "prepare", "reason", "respond"]
+    assert recorder.names == ["prepare", "reason", "respond"]
