@@ -27,7 +27,8 @@ from ..middleware.types import Agent
 from ._checks import AgentInputLike, check_ctx, normalize
 from ._config import AgentConfig
 from ._driver import Driver
-from ._lifecycle import Phase, Run
+from ._lifecycle import Run
+from ._phase import Phase
 from ._slots import SessionSlots
 from ._structured import check_structured_model
 

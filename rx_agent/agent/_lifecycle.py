@@ -12,7 +12,6 @@ so the state needs no locks; other threads reach it through the loop.
 from __future__ import annotations
 
 import asyncio
-import enum
 import threading
 from collections.abc import Sequence
 from typing import Any, cast
@@ -50,6 +49,7 @@ from ._driver import DRIVER, Driver
 from ._durable import DurableHold
 from ._loop import ReActLoop
 from ._machine import Prepare
+from ._phase import Phase
 from ._slots import SessionSlots
 from ._steps import EVENT_TYPES, CallScope, is_event
 from ._watchdog import watch
@@ -62,43 +62,6 @@ _thread_id = threading.get_ident
 def _dropped(event: AgentEvent) -> None:
     """The emit of a call that has ended (a step still unwinding emits nowhere)."""
 
-
-class Phase(enum.Enum):
-    """Where a call is. Moves forward only, through :meth:`to`; ``DISPOSED`` can follow
-    any phase and nothing follows it."""
-
-    NEW = "new"
-    """Created; nobody subscribed yet."""
-    STARTED = "started"
-    """The ``on_agent`` chain is subscribed; the session is not bound yet."""
-    READY = "ready"
-    """The slot is held, the state bound and ``on_agent_state_ready`` has run."""
-    REFUSED = "refused"
-    """``on_agent_state_ready`` raised: the call never entered the pipeline."""
-    FINISHING = "finishing"
-    """The outcome is known: finish hooks, saving and release run."""
-    DONE = "done"
-    """The caller has its terminal signal."""
-    DISPOSED = "disposed"
-    """The caller disposed the subscription: no outcome is delivered."""
-
-    def to(self, phase: Phase) -> Phase:
-        """The move from this phase to ``phase``: ``phase``, or a ``RuntimeError`` for a
-        move the lifecycle does not have (the runtime's bug, never the caller's)."""
-        if phase in _MOVES[self._value_]:  # a str key, a tuple: no Enum.__hash__ call
-            return phase
-        raise RuntimeError(f"a call cannot move from phase {self.name} to {phase.name}")
-
-
-_MOVES: dict[str, tuple[Phase, ...]] = {
-    Phase.NEW.value: (Phase.STARTED, Phase.DISPOSED),
-    Phase.STARTED.value: (Phase.READY, Phase.REFUSED, Phase.FINISHING, Phase.DISPOSED),
-    Phase.READY.value: (Phase.FINISHING, Phase.DISPOSED),
-    Phase.REFUSED.value: (Phase.FINISHING, Phase.DISPOSED),
-    Phase.FINISHING.value: (Phase.DONE, Phase.DISPOSED),
-    Phase.DONE.value: (Phase.DISPOSED,),
-    Phase.DISPOSED.value: (),
-}
 
 _ENDED = (Phase.FINISHING, Phase.DONE, Phase.DISPOSED)
 

@@ -16,7 +16,7 @@ from rx_agent import (
     SessionBusyError,
     SqliteSessionStore,
 )
-from rx_agent.agent._lifecycle import Phase
+from rx_agent.agent._phase import Phase
 from rx_agent.session import SessionKey
 
 LEGAL = {
