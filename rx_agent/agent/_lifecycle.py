@@ -296,8 +296,8 @@ class Run(rxabc.DisposableBase):
                 emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
                                                 tool_call_ids=list(self.binding.recovered)))
             react = self.react
-            first = Prepare(react.begin(state, input_messages, inp))
-            final = await self.driver.run(react, first)
+            # No local for the first step: the driver lets it go once it has run.
+            final = await self.driver.run(react, Prepare(react.begin(state, input_messages, inp)))
             emit(AgentResultEvent.make(scope.source, result=final))
             if not scope.quiet:
                 emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
