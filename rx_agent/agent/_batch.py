@@ -1,4 +1,9 @@
-"""One ``on_acting`` step's batch: running its calls, and the one result each keeps.
+"""One ``on_acting`` step's batch: running its calls, the one result each keeps, and
+how an interrupt stops them.
+
+A :class:`Batch` is the acting round's step: the driver runs it like any other, and
+while it runs it is the scope's step (``CallScope.step``), which is how the core of
+``on_acting`` finds it.
 
 The core of ``on_acting`` (:class:`BatchCore`) runs the calls it is handed as a
 :class:`BatchRun` that the batch owns, not the subscription: a hook that stops
@@ -10,6 +15,21 @@ with a layer at ``on_acting`` what leaves the outermost hook decides; without on
 tools' events go to the caller through it directly. Results enter the context in call
 order when the step ends, and a call whose arguments a hook changed is stored with
 them before its tool starts.
+
+How an interrupt stops tools. ``agent.interrupt()`` (any thread) sets the call's
+flag and, at the loop's next turn, cuts the running step's stream
+(``CallScope.request_interrupt``); from then on:
+
+* no tool starts: the flag is read right before a tool's function is entered
+  (:meth:`Batch.starting`, which ``tool/_run.py`` calls after the arguments
+  validated), before each call of a sequential batch and before a concurrent batch's
+  tasks begin (:meth:`Batch.execute`);
+* what runs is cancelled and what finished is kept: the driver hands the cut step
+  :meth:`Batch.cut`, which closes the batch (:meth:`Batch.close`): the runs'
+  tasks are cancelled, a late result is dropped, and each call's one result is
+  written in call order, ``INTERRUPTED`` for those without one;
+* the reply ends: the driver's ``close`` step (``CallScope.close_interrupted``)
+  answers any call still open and stores the final ``INTERRUPTED`` message.
 """
 
 from __future__ import annotations
@@ -17,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from reactivex import Observable
 from reactivex import abc as rxabc
@@ -24,11 +45,13 @@ from reactivex import abc as rxabc
 from .._rx import DirectObservable, from_coroutine, on_loop
 from ..event import AgentEvent, AllToolsDeniedEvent
 from ..message import Role, ToolResultBlock, ToolResultState, ToolUseBlock
+from ..middleware.base import ExtensionPoint
 from ..middleware.inputs import ActingInput
-from ..tool._execute import execute
+from ..middleware.types import Handler
 from ..tool._ledger import DONE, Ledger
 from ._results import denied_result, emit_result_events, record_result
-from ._steps import CallScope
+from ._step import Continue, Outcome, Step, count
+from ._steps import INTERRUPTED_TEXT, CallScope, Interrupted
 
 __all__ = ["NOT_RUN_TEXT", "Batch", "BatchCore"]
 
@@ -37,15 +60,20 @@ _thread_id = threading.get_ident
 NOT_RUN_TEXT = "Not executed: the on_acting chain did not run this tool call."
 
 
-class Batch:
+class Batch(Step):
     """The tool calls of one ``on_acting`` step: what ran and what each got."""
 
-    __slots__ = ("calls", "closed", "denied", "given", "hooked", "ledger", "lock", "models",
-                 "reply_id", "runs", "scope", "stored")
+    __slots__ = ("calls", "chain", "closed", "denied", "given", "hooked", "ledger", "lock",
+                 "models", "reply_id", "runs", "scope", "stored", "then", "who")
+    name = "batch"
 
     def __init__(self, scope: CallScope, calls: tuple[ToolUseBlock, ...], reply_id: str,
-                 denied: dict[str, str], who: Callable[[], str], hooked: bool) -> None:
+                 denied: dict[str, str], who: Callable[[], str],
+                 chain: Handler[ActingInput] | None, then: Continue) -> None:
         self.scope = scope
+        self.chain = chain  # the on_acting chain, None without a layer there
+        self.who = who
+        self.then = then  # what follows the batch
         self.calls = calls  # the model's calls of this step, in call order
         self.given = calls  # what the chain was handed (a core given it needs no check)
         self.stored: dict[str, ToolUseBlock] | None = None  # calls a hook changed, as stored
@@ -53,12 +81,43 @@ class Batch:
         self.denied = denied  # call id -> the user's reason
         # With a layer at on_acting what leaves it decides; without one, the tools' own
         # events reach the caller through the ledger.
-        self.hooked = hooked
+        self.hooked = chain is not None
         self.ledger = Ledger(calls, scope.emit, scope.source, reply_id, who)
         self.models = self.ledger.entries  # each call id -> its entry (the model's call)
         self.runs: list[BatchRun] = []
         self.closed = False
         self.lock: asyncio.Lock | None = None  # one checkpoint at a time
+
+    # -- the step ----------------------------------------------------------------------
+
+    async def run(self, loop: Any) -> Outcome:
+        """Run the calls through ``on_acting`` (then wait for runs a hook stopped
+        listening to); every call's result is in the context once it ends."""
+        scope = self.scope
+        chain = self.chain
+        try:
+            ain = ActingInput(self.calls)
+            self.given = ain.tool_calls
+            await scope.run_step(chain(ain) if chain is not None else
+                                 BatchCore(self, ain, self.who), ExtensionPoint.ON_ACTING,
+                                 ledger=self.ledger if chain is not None else None)
+            if self.unsettled():  # the chain stopped listening to tools that still run
+                await scope.run_step(self.drain(), None)
+        except Interrupted:
+            raise  # the driver closes the reply (and this batch: cut)
+        except BaseException:
+            # Failed or disposed: keep what finished, in call order.
+            self.close(ToolResultState.INTERRUPTED, "Cancelled before it finished.")
+            raise
+        if not scope.interrupted:  # else cut: the rest is answered as interrupted
+            self.close()  # calls the chain neither ran nor answered: "not executed"
+        return self.then
+
+    def cut(self, loop: Any) -> None:
+        self.close(ToolResultState.INTERRUPTED, INTERRUPTED_TEXT)  # finished results stay
+
+    def describe(self, loop: Any) -> str:
+        return f"{count(len(self.calls), 'call')}: {', '.join(c.name for c in self.calls)}"
 
     # -- the core's input ------------------------------------------------------------
 
@@ -178,8 +237,9 @@ class Batch:
                 block = denied_result(call, denied[call.id])
                 emit_result_events(emit, scope.source, reply_id, block)
             else:
-                block = await execute(toolkit, call, scope.tool_ctx, emit, scope.source,
-                                      reply_id, timeout, scope, self.starting)
+                block = await scope.execute_tool(toolkit, call, scope.tool_ctx, emit,
+                                                 scope.source, reply_id, timeout, scope,
+                                                 self.starting)
             self.record(call.id, block)
 
     async def _concurrently(self, run: BatchRun) -> None:
@@ -191,8 +251,9 @@ class Batch:
             # A task begun after interrupt() returned never enters its tool.
             if scope.interrupted or self.closed or self.answered(call.id):
                 return
-            block = await execute(toolkit, call, scope.tool_ctx, run.emit, scope.source,
-                                  self.reply_id, timeout, scope, self.starting)
+            block = await scope.execute_tool(toolkit, call, scope.tool_ctx, run.emit,
+                                             scope.source, self.reply_id, timeout, scope,
+                                             self.starting)
             self.record(call.id, block)
 
         assert scope.loop is not None

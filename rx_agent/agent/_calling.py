@@ -26,11 +26,13 @@ from ..message import Msg
 from ..middleware.types import Agent
 from ._checks import AgentInputLike, check_ctx, normalize
 from ._config import AgentConfig
+from ._driver import Driver
 from ._lifecycle import Run
+from ._phase import Phase
 from ._slots import SessionSlots
 from ._structured import check_structured_model
 
-__all__ = ["Calling", "NoResultError"]
+__all__ = ["Calling", "NoResultError", "stream_driven"]
 
 
 class NoResultError(RxAgentError, RuntimeError):
@@ -109,18 +111,7 @@ class Calling:
         model class) the reply ends with a validated instance: the final message's
         ``structured``, with reason ``STRUCTURED_OUTPUT``.
         """
-        inp = normalize(msgs)
-        check_ctx(ctx)
-        model = check_structured_model(structured_model)
-        agent = cast(Agent, self)  # once per stream(), not per subscription
-
-        def subscribe(
-            observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
-        ) -> rxabc.DisposableBase:
-            run = Run(agent, self._config, self._slots, ctx, inp, model)
-            return run.subscribe(observer, scheduler)
-
-        return DirectObservable(subscribe)
+        return stream_driven(self, None, msgs, ctx, structured_model)
 
     def call(
         self,
@@ -176,7 +167,8 @@ class Calling:
         try:
             return await outcome.future
         finally:
-            run.dispose()
+            if run.phase is not Phase.DONE:  # a finished call has nothing to dispose
+                run.dispose()
 
     def astream(
         self,
@@ -224,3 +216,26 @@ class Calling:
             raise error
         assert isinstance(msg, Msg)
         return msg
+
+
+def stream_driven(
+    agent: Calling,
+    driver: Driver | None,
+    msgs: AgentInputLike = None,
+    ctx: RuntimeContext | None = None,
+    structured_model: type[BaseModel] | None = None,
+) -> Observable[AgentEvent]:
+    """``agent.stream(...)`` whose steps ``driver`` runs (``None``: the default one).
+    A second driver (the testing recorder, a workflow) calls agents through this."""
+    inp = normalize(msgs)
+    check_ctx(ctx)
+    model = check_structured_model(structured_model)
+    who = cast(Agent, agent)  # once per stream(), not per subscription
+
+    def subscribe(
+        observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
+    ) -> rxabc.DisposableBase:
+        run = Run(who, agent._config, agent._slots, ctx, inp, model, driver=driver)
+        return run.subscribe(observer, scheduler)
+
+    return DirectObservable(subscribe)

@@ -12,7 +12,6 @@ so the state needs no locks; other threads reach it through the loop.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import threading
 from collections.abc import Sequence
@@ -47,8 +46,11 @@ from ..middleware.inputs import AgentInput
 from ..session import ANONYMOUS_USER, AsyncSessionStore, SessionKey
 from ._binding import SessionBinding
 from ._config import AgentConfig
+from ._driver import DRIVER, Driver
 from ._durable import DurableHold
 from ._loop import ReActLoop
+from ._machine import Prepare
+from ._phase import Phase
 from ._slots import SessionSlots
 from ._steps import EVENT_TYPES, CallScope, is_event
 from ._watchdog import watch
@@ -62,25 +64,6 @@ _thread_id = threading.get_ident
 
 def _dropped(event: AgentEvent) -> None:
     """The emit of a call that has ended (a step still unwinding emits nowhere)."""
-
-
-class Phase(enum.Enum):
-    """Where a call is. Moves forward only; ``DISPOSED`` can follow any phase."""
-
-    NEW = "new"
-    """Created; nobody subscribed yet."""
-    STARTED = "started"
-    """The ``on_agent`` chain is subscribed; the session is not bound yet."""
-    READY = "ready"
-    """The slot is held, the state bound and ``on_agent_state_ready`` has run."""
-    REFUSED = "refused"
-    """``on_agent_state_ready`` raised: the call never entered the pipeline."""
-    FINISHING = "finishing"
-    """The outcome is known: finish hooks, saving and release run."""
-    DONE = "done"
-    """The caller has its terminal signal."""
-    DISPOSED = "disposed"
-    """The caller disposed the subscription: no outcome is delivered."""
 
 
 _ENDED = (Phase.FINISHING, Phase.DONE, Phase.DISPOSED)
@@ -101,6 +84,7 @@ class Run(rxabc.DisposableBase):
         "caller_ctx",
         "checked",
         "config",
+        "driver",
         "driving",
         "failed",
         "input",
@@ -125,6 +109,7 @@ class Run(rxabc.DisposableBase):
         inp: AgentInput,
         structured_model: type[BaseModel] | None = None,
         quiet: bool = False,
+        driver: Driver | None = None,
     ) -> None:
         self.config = config
         self.caller_ctx = caller_ctx
@@ -155,6 +140,11 @@ class Run(rxabc.DisposableBase):
         self.task: asyncio.Task[None] | None = None  # the call's own task (no on_agent layer)
         self.thread = 0  # the loop's thread, once subscribed
         self.react = ReActLoop(scope, structured_model)
+        if driver is None:
+            driver = DRIVER
+        else:
+            driver.bind(scope)  # the default's effects are the scope's already
+        self.driver = driver
         # Only an on_agent middleware can put a non-event into the caller's stream.
         self.checked = ExtensionPoint.ON_AGENT in config.plan.layered
         # The caller reads only the result event (acall): the runtime's other events
@@ -199,7 +189,7 @@ class Run(rxabc.DisposableBase):
         if self.phase is Phase.DISPOSED:
             return
         self.observer = observer
-        self.phase = Phase.STARTED
+        self.phase = self.phase.to(Phase.STARTED)
         scope = self.scope
         if not self.checked:
             # No on_agent layer: the call's body is this task; no Observable, sink or
@@ -279,7 +269,7 @@ class Run(rxabc.DisposableBase):
                 state = await self.binding.bind(ctx.user_id)
             except BaseException:
                 # Busy, unreadable or unreachable: the call never entered the pipeline.
-                self.phase = Phase.REFUSED
+                self._refused()
                 raise
             scope.state = state
             ctx.agent_state = state
@@ -296,9 +286,9 @@ class Run(rxabc.DisposableBase):
                         if pending is not None:  # an async hook
                             await pending
                 except BaseException:
-                    self.phase = Phase.REFUSED
+                    self._refused()
                     raise
-                self.phase = Phase.READY
+                self.phase = self.phase.to(Phase.READY)
             scope.emit = emit
             if not scope.quiet:
                 emit(AgentStartEvent.make(
@@ -308,7 +298,9 @@ class Run(rxabc.DisposableBase):
             if self.binding.recovered:
                 emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
                                                 tool_call_ids=list(self.binding.recovered)))
-            final = await self.react.run(state, input_messages, inp)
+            react = self.react
+            # No local for the first step: the driver lets it go once it has run.
+            final = await self.driver.run(react, Prepare(react.begin(state, input_messages, inp)))
             emit(AgentResultEvent.make(scope.source, result=final))
             if not scope.quiet:
                 emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
@@ -335,13 +327,19 @@ class Run(rxabc.DisposableBase):
     async def _checkpoint(self) -> None:
         await self.binding.checkpoint()
 
+    def _refused(self) -> None:
+        # Binding failed before the call entered the pipeline (a disposal that cut it
+        # short is already the call's phase).
+        if self.phase is Phase.STARTED:
+            self.phase = Phase.STARTED.to(Phase.REFUSED)
+
     # -- the end -----------------------------------------------------------------------
 
     def _finish(self, error: BaseException | None) -> None:
         if self.phase in _ENDED:
             return
         refused = self.phase is Phase.REFUSED
-        self.phase = Phase.FINISHING
+        self.phase = self.phase.to(Phase.FINISHING)
         self.failed = error is not None
         observer, self.observer = self.observer, None
         if self.binding.sync and (refused or not self.config.plan.finish_hooks()):
@@ -391,7 +389,7 @@ class Run(rxabc.DisposableBase):
         if self.phase is Phase.DISPOSED:
             self._unlink()
             return
-        self.phase = Phase.DONE
+        self.phase = self.phase.to(Phase.DONE)
         self._unlink()
         if observer is None:
             return
@@ -439,7 +437,7 @@ class Run(rxabc.DisposableBase):
         if self.phase is Phase.DISPOSED:
             return
         finishing = self.phase in (Phase.FINISHING, Phase.DONE)
-        self.phase = Phase.DISPOSED
+        self.phase = self.phase.to(Phase.DISPOSED)
         self.observer = None
         scope = self.scope
         if self.subscription is not None:
@@ -447,9 +445,9 @@ class Run(rxabc.DisposableBase):
         task = self.task
         if task is not None and not task.done():
             task.cancel()
-        step = scope.step
-        if step is not None and step.subscription is not None:
-            step.subscription.dispose()
+        sink = scope.sink
+        if sink is not None and sink.subscription is not None:
+            sink.subscription.dispose()
         if finishing or self.binding.released:
             return
         loop = scope.loop

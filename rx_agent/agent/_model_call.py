@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
+from reactivex import Observable
 from reactivex import abc as rxabc
 
 from .._rx import running_loop, subscribe_observer
@@ -55,6 +56,7 @@ class ModelAttempts(ChunkConverter, rxabc.DisposableBase):
         "model",
         "observer",
         "on_fallback",
+        "open_stream",
         "subscription",
     )
 
@@ -70,13 +72,16 @@ class ModelAttempts(ChunkConverter, rxabc.DisposableBase):
         emit: Callable[[AgentEvent], None] | None = None,
         silent: bool = False,
         into: _Round | None = None,
+        open_stream: Callable[[ModelLike, ModelCallInput], Observable[Any]] | None = None,
     ) -> None:
         # ``emit`` and ``acc``: the events go straight on while ``acc`` builds the
         # message (no on_model_call layer), stored in ``into.msg`` at the end;
         # ``observer`` still gets the ending. ``silent``: nobody reads the events,
-        # only ``acc`` is built.
+        # only ``acc`` is built. ``open_stream`` starts one attempt (the call's effect, which a
+        # driver may run elsewhere; ``None``: the model's own stream, one call less).
         super().__init__(reply_id, source, None if silent else emit or observer.on_next, acc)
         self.into = into
+        self.open_stream = open_stream
         self.config = config
         self.loop = loop
         self.mci = mci
@@ -95,7 +100,9 @@ class ModelAttempts(ChunkConverter, rxabc.DisposableBase):
         self.seen_chunk = False
         mci = self.mci
         try:
-            source = self.model.stream(mci.messages, mci.tools, mci.options)
+            open_stream = self.open_stream
+            source = self.model.stream(mci.messages, mci.tools, mci.options) \
+                if open_stream is None else open_stream(self.model, mci)
         except Exception as exc:
             self._failed(exc)
             return

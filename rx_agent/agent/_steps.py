@@ -1,10 +1,10 @@
-"""What the steps of one call share: running a step's stream, interrupts, closers.
+"""What the steps of one call share: running a step's stream, interrupts, the
+closers every ending shares.
 
-A *step* is one hook chain's stream (a reasoning round, an acting batch, the summary
-call) run to completion while its events go to the caller. The loop
-(:mod:`._loop`) and acting (:mod:`._acting`) both run their steps through a
-:class:`CallScope`; everything here happens on the call's event-loop thread (see
-``docs/internals.md``, "Threading").
+A step (:mod:`._step`, :mod:`._machine`) that runs a hook chain's stream (a
+reasoning round, an acting batch, the summary call) runs it to completion through
+:meth:`CallScope.run_step` while its events go to the caller. Everything here
+happens on the call's event-loop thread (see ``docs/internals.md``, "Threading").
 """
 
 from __future__ import annotations
@@ -23,18 +23,24 @@ from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent, RequestContinueEvent, RequestStopEvent
 from ..message import GenerateReason, Msg, Role, ToolResultState
 from ..middleware.base import Agent, ExtensionPoint
+from ..middleware.inputs import ModelCallInput
+from ..middleware.types import ModelLike
+from ..tool._execute import execute
 from ..tool._ledger import Ledger
 from ._blocks import MessageAccumulator
 from ._config import AgentConfig
 from ._results import close_unanswered, emit_result_events
+from ._step import Step, ToolRunner
 
-__all__ = ["EVENT_TYPES", "CallScope", "Captures", "Interrupted", "is_event"]
+__all__ = ["EVENT_TYPES", "INTERRUPTED_TEXT", "CallScope", "Captures", "Interrupted", "is_event"]
 
 # Which thread a signal arrives on decides whether it must hop back to the loop.
 # get_ident is ~5x cheaper than asyncio's get_running_loop (which checks the pid).
 _thread_id = threading.get_ident
 
 _INTERRUPTED_TEXT = "The reply was interrupted."
+INTERRUPTED_TEXT = "Interrupted before it finished."
+"""The result of a tool call an interrupt left without one."""
 
 # Event classes seen so far: an exact-type set lookup is much cheaper per event than
 # isinstance against pydantic's ABC metaclass; a new subclass is added on first sight.
@@ -198,15 +204,17 @@ class CallScope:
         "config",
         "continue_request",
         "ctx",
-        "cut_batch",
         "emit",
+        "execute_tool",
         "hooked",
         "interrupt_msg",
         "interrupted",
         "loop",
+        "model_stream",
         "quiet",
         "response_tool",
         "sealed",
+        "sink",
         "source",
         "state",
         "step",
@@ -239,15 +247,19 @@ class CallScope:
         self.stop_request: RequestStopEvent | None = None
         # The first continue request of the current reasoning round (the loop resets it).
         self.continue_request: RequestContinueEvent | None = None
-        self.step: _StepSink | None = None
+        self.step: Step | None = None  # the step the driver runs (an acting batch, ...)
+        self.sink: _StepSink | None = None  # the stream that step runs, if any
         # The call's outcome is saved: a cancelled step still unwinding must not
         # append to the context any more.
         self.sealed = False
         # Saves the state mid-call (durable stores only): after a round's assistant
         # message and after its tool results.
         self.checkpoint: Callable[[], Awaitable[None]] | None = None
-        # Set by acting while a batch runs: closes it when the step is cut.
-        self.cut_batch: Callable[[ToolResultState, str], None] | None = None
+        # The two effects of a call, which a driver may run elsewhere (docs/internals.md,
+        # "The step machine"): one attempt of a model call (None: the model's own
+        # ``stream``), one tool call.
+        self.model_stream: Callable[[ModelLike, ModelCallInput], Observable[Any]] | None = None
+        self.execute_tool: ToolRunner = execute
         # The call's tools: the agent's, plus the response tool of a structured-output
         # call (which no permission rule applies to).
         self.toolkit = config.toolkit
@@ -258,9 +270,10 @@ class CallScope:
     def request_interrupt(self, msg: Msg | None = None) -> None:
         """Thread-safe: end the call with ``INTERRUPTED`` at the current step.
 
-        The flag is read at every step boundary, so once this returns no tool of the
-        reply starts; the running step is also cut short. ``msg`` is recorded with the
-        interrupted reply (the latest one wins)."""
+        The driver reads the flag between two steps and a batch before each tool
+        starts (``agent/_batch.py``: how an interrupt stops tools), so once this
+        returns no tool of the reply starts; the running step is also cut short.
+        ``msg`` is recorded with the interrupted reply (the latest one wins)."""
         if msg is not None:
             self.interrupt_msg = msg
         self.interrupted = True
@@ -269,11 +282,11 @@ class CallScope:
             where.hop(self._cut_step)  # after the event being handled, never inside it
 
     def _cut_step(self) -> None:
-        step = self.step
-        if step is not None and not step.future.done():
-            step.future.set_exception(Interrupted())
-            if step.subscription is not None:
-                step.subscription.dispose()
+        sink = self.sink
+        if sink is not None and not sink.future.done():
+            sink.future.set_exception(Interrupted())
+            if sink.subscription is not None:
+                sink.subscription.dispose()
 
     # -- steps -----------------------------------------------------------------------
 
@@ -306,13 +319,13 @@ class CallScope:
             sink = _HookedSink(self, future, where, point, rnd)
         else:
             sink = _CoreSink(self, future, where)
-        self.step = sink
+        self.sink = sink
         try:
             sink.subscription = subscribe_observer(source, sink)
             del source  # held by its subscription, if at all: not by this frame
             await future
         finally:
-            self.step = None
+            self.sink = None
             subscription, sink.subscription = sink.subscription, None
             if subscription is not None:
                 subscription.dispose()
@@ -373,15 +386,13 @@ class CallScope:
         return placeholder
 
     def close_interrupted(self, state: AgentState, partial: Msg | None = None) -> Msg:
-        """End the reply as INTERRUPTED; ``partial`` is what a cut round produced."""
+        """End the reply as INTERRUPTED; ``partial`` is what a cut round produced (the
+        step that was cut closed what it left open first: :meth:`Step.cut`)."""
         if partial is not None and partial.content and (
             not state.context or state.context[-1] is not partial
         ):
             state.context.append(partial)
-        text = "Interrupted before it finished."
-        if self.cut_batch is not None:  # the acting step was cut: finished results stay
-            self.cut_batch(ToolResultState.INTERRUPTED, text)
-        self.close_unanswered(state, ToolResultState.INTERRUPTED, text)
+        self.close_unanswered(state, ToolResultState.INTERRUPTED, INTERRUPTED_TEXT)
         if self.interrupt_msg is not None:  # why the user stopped it, before the end
             state.context.append(self.interrupt_msg)
         return self.placeholder(state, GenerateReason.INTERRUPTED, _INTERRUPTED_TEXT)

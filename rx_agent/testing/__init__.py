@@ -3,8 +3,9 @@
 Everything runs offline. :class:`MiddlewareHarness` runs one hook of a middleware
 against a scripted upstream on virtual time; :func:`verify` checks a stream step by
 step (Reactor's ``StepVerifier``); :func:`text_round`, :func:`tool_round` and
-:func:`thinking_round` build the events a model call streams; :class:`RecordingModel`
-and :class:`ReplayModel` turn a conversation with a real model into an offline test.
+:func:`thinking_round` build the events a model call streams; :class:`RecordingModel` and
+:class:`ReplayModel` turn a conversation with a real model into an offline test;
+:class:`StepRecorder` runs a call and records each step of the agent's loop.
 :mod:`rx_agent.testing.store_contract` (imported on its own: it needs pytest) is the
 conformance suite of session stores.
 The agent-level helpers run on :class:`~rx_agent.ScriptedModel`::
@@ -46,6 +47,7 @@ from ._sequences import (
     tool_results,
     tool_round,
 )
+from ._step_recorder import StepRecord, StepRecorder
 from ._verify import Signal, StepVerifier, Verified, describe, verify
 
 __all__ = [
@@ -57,6 +59,8 @@ __all__ = [
     "ReplayModel",
     "ReplayedError",
     "Signal",
+    "StepRecord",
+    "StepRecorder",
     "StepVerifier",
     "UpstreamCall",
     "Verified",

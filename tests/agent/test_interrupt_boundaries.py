@@ -23,12 +23,14 @@ from rx_agent import (
     Role,
     RuntimeContext,
     ScriptedModel,
+    SqliteSessionStore,
     Toolkit,
     ToolResultEndEvent,
     ToolResultState,
     ToolUseBlock,
     tool,
 )
+from rx_agent.session import SessionKey
 
 
 def _counting_toolkit(ran: list[str], *, safe: bool = False) -> Toolkit:
@@ -235,3 +237,65 @@ async def test_interrupting_a_concurrent_batch_gives_each_call_one_result_before
     assert events.index(of_type(events, AgentResultEvent)[0]) > max(
         i for i, e in enumerate(events) if isinstance(e, ToolResultEndEvent))
     assert [m.role for m in context].count(Role.TOOL) == 3
+
+
+class _InterruptingStore(SqliteSessionStore):
+    """A durable store whose ``save_at``-th checkpoint interrupts the call while it is
+    being saved (an interrupt that lands during a checkpoint's await)."""
+
+    def __init__(self, path: Any, save_at: int) -> None:
+        super().__init__(path)
+        self.agent: ReActAgent | None = None
+        self.save_at = save_at
+        self.saves = 0
+
+    async def asave_if_version(self, key: Any, state: Any, expected: Any) -> Any:
+        self.saves += 1
+        if self.saves == self.save_at and self.agent is not None:
+            self.agent.interrupt(RuntimeContext(session_id="s"))
+        return await super().asave_if_version(key, state, expected)
+
+
+class _Compacting(MiddlewareBase):
+    """Replaces the context with a copy of its messages (a change the store saves)."""
+
+    def on_compress_context(self, agent: Any, ctx: Any, input: Any, next: Any) -> Any:
+        kept = [Msg(role=m.role, content=m.content) for m in input.messages]
+        return next(input.with_(messages=tuple(kept)))
+
+
+def test_an_interrupt_during_the_checkpoint_of_a_compressed_context_starts_no_model_call(
+    tmp_path: Any,
+) -> None:
+    # The checkpoint after compression is a step boundary like any other: the round's
+    # model call does not start once interrupt() returned.
+    store = _InterruptingStore(tmp_path / "s.db", save_at=1)
+    model = ScriptedModel(["never streamed"])
+    agent = make_agent(model, session_store=store, middlewares=[_Compacting()])
+    store.agent = agent
+    events = agent.stream("hi", RuntimeContext(session_id="s")).pipe(ops.to_list()).run()
+    assert "model_call_start" not in [e.type for e in events]
+    assert not model.calls
+    result = of_type(events, AgentResultEvent)[0].result
+    assert result.generate_reason is GenerateReason.INTERRUPTED
+
+
+def test_an_interrupt_during_the_last_rounds_checkpoint_starts_no_summary(
+    tmp_path: Any,
+) -> None:
+    # At the round limit, the results' checkpoint is the last boundary before the
+    # summary call: an interrupt there ends the reply without it.
+    ran: list[str] = []
+    store = _InterruptingStore(tmp_path / "s.db", save_at=2)  # 1: the calls; 2: results
+    model = ScriptedModel([_tool_round("a"), "never streamed"])
+    agent = make_agent(model, toolkit=_counting_toolkit(ran), session_store=store,
+                       max_iters=1)
+    store.agent = agent
+    events = agent.stream("hi", RuntimeContext(session_id="s")).pipe(ops.to_list()).run()
+    assert ran == ["a"]
+    assert len(model.calls) == 1  # the round's call, no summary call
+    result = of_type(events, AgentResultEvent)[0].result
+    assert result.generate_reason is GenerateReason.INTERRUPTED
+    state, _ = store.load_versioned(SessionKey("__anon__", "s"))
+    assert state is not None
+    _check_interrupted(result, state.context)
