@@ -36,19 +36,19 @@ import reactivex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_session_store import redis_server  # noqa: E402
+from bench_session_store import redis_server
 
-from rx_agent import AgentState, Msg, ReActAgent, RuntimeContext  # noqa: E402
-from rx_agent.message import ChatUsage  # noqa: E402
-from rx_agent.model import ChatModel  # noqa: E402
-from rx_agent.model.base import (  # noqa: E402
+from rx_agent import AgentState, Msg, ReActAgent, RuntimeContext
+from rx_agent.message import ChatUsage
+from rx_agent.model import ChatModel
+from rx_agent.model.base import (
     FinishChunk,
     GenerateOptions,
     ModelChunk,
     TextChunk,
     UsageChunk,
 )
-from rx_agent.session import InMemorySessionStore, SessionKey, SqliteSessionStore  # noqa: E402
+from rx_agent.session import InMemorySessionStore, SessionKey, SqliteSessionStore
 
 TURNS = (10, 1_000, 10_000)
 TARGETS = {1_000: 1.5, 10_000: 2.0}

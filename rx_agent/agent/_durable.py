@@ -7,6 +7,12 @@ compare-and-set at every checkpoint. A writer that lost its lease and saves an o
 version is fenced (:class:`ConcurrentSessionModificationError` under
 ``ConflictPolicy.FAIL``), never overwriting newer state; releasing checks the lease's
 token, so it never frees the new owner's lease.
+
+A store built on the session kit keeps the state a call saved
+(:mod:`rx_agent.session._cache`): the next call on that session, once it holds the
+lease, reads the stored version and decodes nothing while it is unchanged. The repair
+of open tool calls then scans only the messages that could hold one: those after
+``clean``, the prefix the previous call found closed (:func:`closed_prefix`).
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from ..session import (
     asave_with_policy,
 )
 from ..session._base import is_durable
+from ..session._cache import Served
 from ._hitl import close_pending
-from ._results import close_unanswered
+from ._results import close_unanswered, closed_prefix
 
 __all__ = ["RECOVERED_TEXT", "DurableHold", "close_paused_durably", "is_durable"]
 
@@ -47,11 +54,15 @@ class DurableHold:
 
     __slots__ = (
         "base_len",
+        "clean",
         "fenced",
+        "keeps",
         "key",
         "lease",
+        "merged",
         "owner",
         "policy",
+        "prefix",
         "renewer",
         "store",
         "ttl",
@@ -80,22 +91,37 @@ class DurableHold:
         self.version = 0
         self.base_len = 0  # where this call's messages start (for APPEND_MERGE)
         self.fenced = False  # a newer writer won: this call writes nothing more
+        # The session cache (a kit store's): how much of the loaded context is known to
+        # hold no open tool call, and those message objects (to tell if they changed).
+        self.keeps = hasattr(store, "acheckout") and hasattr(store, "keep")
+        self.clean = 0
+        self.prefix: list[Msg] = []
+        self.merged = False  # APPEND_MERGE rewrote the state: not kept
 
     async def acquire(self) -> AgentState | None:
         """Take the lease (waiting up to ``wait``: else ``SessionBusyError``) and load."""
         self.lease = await self.store.aacquire_lease(self.key, self.owner, self.ttl, self.wait)
         self.renewer = asyncio.get_running_loop().create_task(self._renew(self.lease))
-        state, self.version = await self.store.aload_versioned(self.key)
+        if self.keeps:
+            # Under the lease: no other writer can come between this version check
+            # and the call's saves.
+            served: Served = await self.store.acheckout(self.key)  # type: ignore[attr-defined]
+            state, self.version = served.state, served.version
+            self.clean, self.prefix = served.clean, served.prefix
+        else:
+            state, self.version = await self.store.aload_versioned(self.key)
         if state is not None:
             self.base_len = len(state.context)
         return state
 
-    @staticmethod
-    def recover(state: AgentState) -> list[str]:
-        """Answer the tool calls a stopped worker left open; their ids."""
+    def recover(self, state: AgentState) -> list[str]:
+        """Answer the tool calls a stopped worker left open; their ids. Only the
+        messages after the known closed prefix are scanned."""
         if state.pending is not None:  # a paused reply's calls are waiting, not orphans
             return []
-        blocks = close_unanswered(state, ToolResultState.INTERRUPTED, RECOVERED_TEXT)
+        clean = self.clean if self.clean <= len(state.context) else 0
+        blocks = close_unanswered(state, ToolResultState.INTERRUPTED, RECOVERED_TEXT,
+                                  start=clean)
         return [b.id for b in blocks]
 
     async def checkpoint(self, state: AgentState) -> None:
@@ -109,6 +135,7 @@ class DurableHold:
             self.fenced = True
             raise
         if outcome.state is not state:  # APPEND_MERGE: go on from the merged state
+            self.merged = True
             state.context[:] = outcome.state.context
             state.pending = outcome.state.pending
             state.permission_rules[:] = outcome.state.permission_rules
@@ -127,6 +154,8 @@ class DurableHold:
         try:
             if state is not None and self.lease is not None:
                 await self.checkpoint(state)
+                if self.keeps and not (self.fenced or self.merged):
+                    self._keep(state)
         except Exception as exc:
             logger.warning("session %s: the state was not saved (%s)", self.key, exc)
             return exc
@@ -138,6 +167,28 @@ class DurableHold:
                 except Exception:
                     logger.exception("releasing the lease of session %s failed", self.key)
         return None
+
+    def _keep(self, state: AgentState) -> None:
+        """Give the saved state to the store's session cache, with the prefix of it
+        that holds no open tool call (scanned from where the known one ends)."""
+        try:
+            self._keep_clean(state)
+        except Exception:  # the state is saved: a cache that failed only costs a load
+            logger.exception("session %s: caching the saved state failed", self.key)
+
+    def _keep_clean(self, state: AgentState) -> None:
+        context, clean, prefix = state.context, self.clean, self.prefix
+        # A call that replaced any message of the known prefix (compaction, a merge)
+        # makes it unknown: the scan starts over. A C-speed identity compare.
+        if clean > len(context) or len(prefix) != clean or context[:clean] != prefix:
+            clean = 0
+        # A paused reply's open calls are waiting for their answers, not orphans.
+        clean = 0 if state.pending is not None else closed_prefix(context, clean)
+        # The call's own list is the prefix when all of it is closed (the common
+        # case): a later edit of it only makes the next compare fail (a full scan).
+        prefix = context if clean == len(context) else context[:clean]
+        self.store.keep(self.key, state, self.version,  # type: ignore[attr-defined]
+                        clean, prefix)
 
     async def _renew(self, lease: Lease) -> None:
         with contextlib.suppress(asyncio.CancelledError):

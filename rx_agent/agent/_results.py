@@ -7,13 +7,14 @@ the stored context never holds a tool call without its result (models reject tha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from ..context import AgentState
 from ..event import AgentEvent, ToolResultEndEvent, ToolResultStartEvent, ToolResultTextDeltaEvent
 from ..message import Msg, Role, ToolResultBlock, ToolResultState, ToolUseBlock
 
-__all__ = ["close_unanswered", "denied_result", "emit_result_events", "record_result"]
+__all__ = ["close_unanswered", "closed_prefix", "denied_result", "emit_result_events",
+           "record_result"]
 
 
 def denied_result(call: ToolUseBlock, reason: str) -> ToolResultBlock:
@@ -42,10 +43,14 @@ def close_unanswered(
     result_state: ToolResultState,
     text: str,
     only: Collection[str] | None = None,
+    start: int = 0,
 ) -> list[ToolResultBlock]:
     """Give every tool call without a result a synthesized one (only the calls in
     ``only`` when given, which must belong to the last batch) and return those results
     in call order.
+
+    ``start``: the first ``start`` messages are known to hold no open call (see
+    :func:`closed_prefix`), so only the messages from there on are scanned.
 
     A result answers a call only inside its batch: the tool messages right after the
     assistant message that made the call (models reuse ids such as ``call_1`` across
@@ -55,30 +60,69 @@ def close_unanswered(
     context = state.context
     if only is not None:
         return _close_last_batch(state, result_state, text, only)
-    out: list[Msg] = []
+    # The scan builds nothing until a call turns out open: the tail it rewrites is
+    # the messages from the first open batch on.
+    out: list[Msg] | None = None
     written: list[ToolResultBlock] = []
     waiting: list[ToolUseBlock] = []
+    n = len(context)
 
-    def flush() -> None:
+    def flush(at: int) -> list[Msg]:
+        tail = out if out is not None else context[start:at]
         for call in waiting:
             block = ToolResultBlock(id=call.id, name=call.name, output=text, state=result_state)
             written.append(block)
-            out.append(Msg.make(Role.TOOL, [block], block.name))
+            tail.append(Msg.make(Role.TOOL, [block], block.name))
         waiting.clear()
+        return tail
 
-    for msg in context:
+    for i in range(start, n):
+        msg = context[i]
         if msg.role is Role.TOOL:
             answered = {b.id for b in msg.tool_results}
             waiting[:] = [c for c in waiting if c.id not in answered]
         else:
-            flush()
+            if waiting:
+                out = flush(i)
             if msg.role is Role.ASSISTANT:
                 waiting.extend(msg.tool_calls)
-        out.append(msg)
-    flush()
-    if written:
-        context[:] = out
+        if out is not None:
+            out.append(msg)
+    if waiting:
+        out = flush(n)
+    if out is not None:
+        context[start:] = out
     return written
+
+
+def closed_prefix(context: Sequence[Msg], start: int = 0) -> int:
+    """How many leading messages hold no open tool call, given that the first
+    ``start`` hold none: a scan of ``context[start:]`` only.
+
+    A call is open when its batch (its assistant message and the tool messages right
+    after it) holds no result for it. The prefix ends where a batch with an open call
+    begins; from that point, :func:`close_unanswered` (``start=``) finds every open
+    call, since nothing before it waits for a result."""
+    waiting: set[str] = set()
+    clean = start
+    n = len(context)
+    for i in range(start, n):
+        msg = context[i]
+        if msg.role is Role.TOOL:
+            if waiting:
+                waiting.difference_update(b.id for b in msg.tool_results)
+                if not waiting:
+                    clean = i + 1
+            else:
+                clean = i + 1
+            continue
+        if waiting:
+            return clean  # the batch before this message left a call open
+        if msg.role is Role.ASSISTANT:
+            waiting.update(c.id for c in msg.tool_calls)
+        if not waiting:
+            clean = i + 1
+    return clean if waiting else n
 
 
 def _close_last_batch(

@@ -25,6 +25,13 @@ Optional, with defaults read through ``_read``: ``_peek_version(key)`` (a cheap
 version check) and ``_read_since(key, version, count)`` (only what changed since a
 version the caller holds, see :class:`SessionChanges`).
 
+Every backend also gets the cache of the sessions its calls served
+(:mod:`rx_agent.session._cache`): ``acheckout(key)`` (the state for a call holding the
+lease: the cached one while the stored version, one ``_peek_version`` or
+``_read_since``, is still its version) and ``keep(key, state, version)`` (what a call
+saved). Its budget is ``self._session_cache`` when the constructor makes one
+(``SessionCache(cache_messages)``), else the default.
+
 A sync primitive runs as is under the sync API and off the loop under the async one
 (``_run_blocking``: ``asyncio.to_thread`` unless the backend has its own threads; or
 inline when the backend declares ``answers_inline``); an async primitive runs on the
@@ -43,6 +50,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from ..context import AgentState
+from ..message import Msg
 from . import _policy
 from ._base import (
     ConflictPolicy,
@@ -52,7 +60,8 @@ from ._base import (
     check_lease_args,
     check_state,
 )
-from ._delta import restore_marks, take_marks
+from ._cache import Served, SessionCache, detach
+from ._delta import SnapshotCache, restore_marks, take_marks
 from ._lease import POLL_MAX, POLL_MIN, LeaseAttempt, await_lease, wait_for_lease
 from ._primitives import DEFAULT, Portal, SessionChanges, derive, inline_coroutines, made, missing
 
@@ -124,6 +133,7 @@ class SessionBackend:
     _update_lease, _aupdate_lease = missing("_update_lease", "_aupdate_lease")
 
     __portal: Portal | None = None
+    _session_cache: SessionCache | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -156,6 +166,59 @@ class SessionBackend:
             return SessionChanges(version)
         state, now = await self._aread(key)
         return SessionChanges(now, state)
+
+    # -- the sessions served (session/_cache.py) ---------------------------------------
+
+    @property
+    def session_cache(self) -> SessionCache:
+        """The decoded sessions this store object keeps between calls."""
+        cache: SessionCache | None = getattr(self, "_session_cache", None)
+        if cache is None:
+            with _PORTALS:
+                cache = getattr(self, "_session_cache", None)
+                if cache is None:
+                    cache = self._session_cache = SessionCache()
+        return cache
+
+    async def acheckout(self, key: SessionKey) -> Served:
+        """The state for a call that holds ``key``'s lease, owned by the caller: the
+        cached one while the stored version is still its version (one small read),
+        else the stored changes applied to it, else a fresh load."""
+        key = _key(key)
+        entry = self.session_cache.take(key)
+        if entry is None or entry.state is None:
+            # The public coroutines: a subclass's own aload_versioned is honoured.
+            state, version = await self.aload_versioned(key)
+            return Served(state, version)
+        known = entry.state
+        changes = await self.aload_since(key, entry.version, len(known.context))
+        if changes.version == 0:
+            return Served(None, 0)
+        if changes.state is None:
+            entry.hit = True
+            return entry
+        clean = min(entry.clean, changes.start)
+        return Served(changes.apply(known), changes.version, clean, entry.prefix[:clean])
+
+    def keep(self, key: SessionKey, state: AgentState, version: int, clean: int = 0,
+             prefix: list[Msg] | None = None) -> bool:
+        """Cache ``state`` as a call saved it at ``version`` (a copy of its containers
+        is kept); whether it fits the budget. ``clean`` / ``prefix``: see
+        :class:`~rx_agent.session._cache.Served`."""
+        cache = self.session_cache
+        if len(state.context) > cache.max_messages:
+            cache.drop(key)
+            return False
+        mine = detach(state)
+        snapshots = self._snapshots()
+        if snapshots is not None:  # its message objects stay while the copy lives
+            snapshots.adopt(key, mine, version)
+        return cache.keep(key, Served(mine, version, clean, prefix or []))
+
+    def _snapshots(self) -> SnapshotCache | None:
+        """The backend's :class:`SnapshotCache` (``self._cache`` by convention)."""
+        snapshots = getattr(self, "_cache", None)
+        return snapshots if isinstance(snapshots, SnapshotCache) else None
 
     # -- where the primitives run -------------------------------------------------------
 
@@ -232,7 +295,10 @@ class SessionBackend:
 
     def delete(self, key: SessionKey) -> bool:
         """Remove the session; whether it existed. Leases are left to expire."""
-        return bool(self._remove(_key(key)))
+        key = _key(key)
+        if self._session_cache is not None:
+            self._session_cache.drop(key)
+        return bool(self._remove(key))
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionKey]:
         """The stored sessions of ``user_id`` (every user's when ``None``), sorted."""
@@ -314,7 +380,10 @@ class SessionBackend:
             raise
 
     async def adelete(self, key: SessionKey) -> bool:
-        return bool(await self._aremove(_key(key)))
+        key = _key(key)
+        if self._session_cache is not None:
+            self._session_cache.drop(key)
+        return bool(await self._aremove(key))
 
     async def alist_sessions(self, user_id: str | None = None) -> list[SessionKey]:
         return await self._alist_keys(_user(user_id))  # type: ignore[no-any-return]

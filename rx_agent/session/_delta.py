@@ -221,6 +221,20 @@ class SnapshotCache:
             self._owners[key] = ident
         weakref.finalize(owner, self._orphan, key, ident)
 
+    def adopt(self, key: object, owner: AgentState, version: int) -> None:
+        """``owner`` now holds the message objects of ``key``'s snapshot at ``version``
+        (a copy of the state saved: see :mod:`rx_agent.session._cache`): they stay
+        while it lives, whatever becomes of the state object they came from."""
+        ident = id(owner)
+        with self._lock:
+            snap = self._items.get(key)
+            if snap is None or snap.objs is None or snap.version != version:
+                return
+            if self._owners.get(key) == ident:
+                return
+            self._owners[key] = ident
+        weakref.finalize(owner, self._orphan, key, ident)
+
     def _orphan(self, key: object, ident: int) -> None:
         """The state whose messages ``key``'s snapshot holds died: let them go."""
         with self._lock:

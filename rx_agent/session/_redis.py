@@ -40,6 +40,7 @@ from ..context import AgentState
 from ._backend import SessionBackend
 from ._base import ConcurrentSessionModificationError as _Conflict
 from ._base import Lease, SessionKey, redact
+from ._cache import DEFAULT_CACHE_MESSAGES, SessionCache
 from ._delta import MessageRoles, Snapshot, SnapshotCache, compute_delta, snapshot_of
 from ._lease import WAITER_TTL, LeaseAttempt
 from ._redis_lua import SCRIPTS
@@ -103,7 +104,10 @@ class RedisSessionStore(SessionBackend):
 
     ``client_options`` go to ``redis.Redis.from_url`` (e.g. ``socket_timeout``).
     ``cache_size`` bounds how many sessions' stored message ids this object
-    remembers to save without rereading them.
+    remembers to save without rereading them. ``cache_messages`` bounds the decoded
+    sessions it keeps between the calls it serves (messages over all sessions; ``0``:
+    none), so a call on a session nobody else wrote meanwhile decodes nothing
+    (:mod:`rx_agent.session._cache`).
     """
 
     def __init__(
@@ -113,6 +117,7 @@ class RedisSessionStore(SessionBackend):
         *,
         client_options: Mapping[str, Any] | None = None,
         cache_size: int = 256,
+        cache_messages: int = DEFAULT_CACHE_MESSAGES,
     ) -> None:
         redis = _import_redis()
         if not isinstance(url, str):
@@ -130,6 +135,7 @@ class RedisSessionStore(SessionBackend):
         self._redis = redis
         self._options = {**(client_options or {}), "decode_responses": False}
         self._cache = SnapshotCache(cache_size)
+        self._session_cache = SessionCache(cache_messages)
         self._lock = threading.Lock()
         self._sync: tuple[Any, dict[str, Any]] | None = None
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,

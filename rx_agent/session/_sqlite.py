@@ -40,6 +40,7 @@ from ..context import AgentState
 from ._backend import SessionBackend
 from ._base import ConcurrentSessionModificationError as _Conflict
 from ._base import Lease, SessionKey
+from ._cache import DEFAULT_CACHE_MESSAGES, SessionCache
 from ._delta import (
     MessageRoles,
     Snapshot,
@@ -86,7 +87,10 @@ class SqliteSessionStore(SessionBackend):
     folder of the file is created, but not a missing folder above it
     (``MissingDirectoryError``, a ``FileNotFoundError`` and a ``ValueError``).
     ``cache_size`` bounds how many sessions' stored message ids this object remembers
-    to save without rereading them.
+    to save without rereading them. ``cache_messages`` bounds the decoded sessions it
+    keeps between the calls it serves (messages over all sessions; ``0``: none), so a
+    call on a session nobody else wrote meanwhile decodes nothing
+    (:mod:`rx_agent.session._cache`).
     """
 
     def __init__(
@@ -97,9 +101,11 @@ class SqliteSessionStore(SessionBackend):
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         threads: int = 4,
         cache_size: int = 256,
+        cache_messages: int = DEFAULT_CACHE_MESSAGES,
     ) -> None:
         self.path = check_path(path, "SqliteSessionStore", "use InMemorySessionStore")
         self._cache = SnapshotCache(cache_size)
+        self._session_cache = SessionCache(cache_messages)
         # Connections per thread, worker threads, WAL, the schema (session/_sqlite_file.py);
         # opening the first connection fails here, not at the first call, on a bad file.
         self._db = SqliteFile(self.path, owner=repr(self), schema=_SCHEMA, threads=threads,
