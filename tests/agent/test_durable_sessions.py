@@ -22,6 +22,7 @@ import pytest
 
 from rx_agent import (
     ConcurrentSessionModificationError,
+    Msg,
     PermissionRule,
     ReActAgent,
     RuntimeContext,
@@ -115,6 +116,28 @@ def test_two_processes_alternate_twenty_calls_on_one_session(pool: Pool, spec: S
         assert report.reply == f"reply {i}"
         history += [f"user: message {i}", f"assistant: reply {i}"]
     assert stored(store, "alt") == history
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_never_serves_its_cached_session_after_another_process_wrote_it(
+        pool: Pool, spec: Spec, store: Any) -> None:
+    """Each worker keeps the session it served (session/_cache.py); runs of calls in
+    one process hit its cache, and whatever another process (or this one, without a
+    lease) saved in between is what the next call sees."""
+    history: list[str] = []
+    for i, who in enumerate([0, 0, 1, 0, 0, "here", 0, 1, 1, 0, "here", 1]):
+        if who == "here":
+            state, version = store.load_versioned(key("mixed"))
+            note = Msg("user", f"note {i}")
+            state.context.append(note)
+            store.save_if_version(key("mixed"), state, version)
+            history.append(f"user: note {i}")
+            continue
+        report = ok(pool.get(int(who)).run("call", spec=spec, session="mixed",
+                                           text=f"message {i}", script=[f"reply {i}"]))
+        assert report.seen == [[*history, f"user: message {i}"]], i
+        history += [f"user: message {i}", f"assistant: reply {i}"]
+    assert stored(store, "mixed") == history
 
 
 # -- a crashed worker --------------------------------------------------------------------------
