@@ -110,6 +110,33 @@ class SharingContract:
         stored = store.load(SessionKey("bob", "s1"))
         assert [m.text for m in stored.context] == ["first", "one", "second", "two"]
 
+    def test_a_cached_session_is_never_served_after_another_store_object_wrote_it(
+        self, store: Any, opener: Callable[[], Any]
+    ) -> None:
+        """The store keeps the sessions its calls served (a kit backend:
+        ``session/_cache.py``); a write through another store object between two
+        calls is what the next call sees, and so is a delete."""
+        model = ScriptedModel(["one", "two", "three", "four"])
+        ctx = RuntimeContext(session_id="s1", user_id="bob")
+        mine = ReActAgent(name="a", model=model, session_store=store)
+        mine.call_sync("first", ctx)
+        mine.call_sync("second", RuntimeContext(session_id="s1", user_id="bob"))
+        other = opener()
+        try:
+            key = SessionKey("bob", "s1")
+            state, version = other.load_versioned(key)
+            state.context.append(Msg("user", "written elsewhere"))
+            other.save_if_version(key, state, version)
+            mine.call_sync("third", RuntimeContext(session_id="s1", user_id="bob"))
+            seen = [m.text for m in model.calls[2].messages if m.role.value != "system"]
+            assert seen == ["first", "one", "second", "two", "written elsewhere", "third"]
+            assert other.delete(key) is True
+            mine.call_sync("fourth", RuntimeContext(session_id="s1", user_id="bob"))
+            seen = [m.text for m in model.calls[3].messages if m.role.value != "system"]
+            assert seen == ["fourth"]  # deleted: a new conversation, not the cached one
+        finally:
+            other.close()
+
     def test_processes_lose_and_duplicate_nothing(
         self, store: Any, opener: Callable[[], Any]
     ) -> None:

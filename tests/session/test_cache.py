@@ -252,3 +252,58 @@ def test_a_call_whose_save_failed_leaves_nothing_cached(durable: Any) -> None:
         assert [m.text for m in stored.context][:2] == ["one", "r1"]
     finally:
         other.close()
+
+
+class AppendAware(SqliteSessionStore):
+    """A backend whose ``_read_since`` returns only the messages past the caller's
+    copy when the stored ids still start with it (what a per-row version would tell)."""
+
+    def _read_since(self, key: SessionKey, version: int, count: int) -> Any:
+        from rx_agent.session import SessionChanges
+
+        if version and self._peek_version(key) == version:
+            return SessionChanges(version)
+        state, now = self._read(key)
+        if state is None or not count or len(state.context) < count:
+            return SessionChanges(now, state)
+        tail = state.model_copy(update={"context": state.context[count - 1:]})
+        return SessionChanges(now, tail, count - 1)  # one back: a re-read message
+
+
+def test_changes_past_the_cached_copy_are_applied_and_repaired(tmp_path: Any) -> None:
+    """Another worker appended a tool call and stopped: the cached copy gets only the
+    new messages (its own message objects kept, the closed prefix cut to where the
+    changes start), and the repair, scanning past that prefix, answers the call."""
+    from rx_agent import Msg, ToolUseBlock
+
+    store = AppendAware(tmp_path / "s.db")
+    other = SqliteSessionStore(tmp_path / "s.db")
+    key = SessionKey(USER, "s")
+    try:
+        model = ScriptedModel(["r1", "r2"])
+        agent = ReActAgent(name="a", model=model, session_store=store)
+        agent.call_sync("one", ctx())
+        state, version = other.load_versioned(key)
+        state.context += [Msg("user", "two"), Msg("assistant", [ToolUseBlock("c9", "w", {})])]
+        other.save_if_version(key, state, version)
+
+        async def peek() -> None:  # what the next call will get, put back as it was
+            entry = store.session_cache.take(key)
+            assert entry is not None and entry.state is not None and entry.clean == 2
+            cached = entry.state.context[0]
+            store.session_cache.keep(key, entry)
+            got = await store.acheckout(key)
+            assert got.hit is False and got.clean == 1 and got.version == version + 1
+            assert got.state is not None and got.state.context[0] is cached
+            assert [m.text for m in got.state.context[:3]] == ["one", "r1", "two"]
+            store.session_cache.keep(key, entry)
+
+        asyncio.run(peek())
+        agent.call_sync("three", ctx())
+        stored = store.load(key)
+        assert [r.id for r in stored.context[4].tool_results] == ["c9"]
+        seen = [m.text for m in model.calls[1].messages if m.role.value == "user"]
+        assert seen == ["one", "two", "three"]
+    finally:
+        store.close()
+        other.close()
