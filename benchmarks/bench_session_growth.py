@@ -7,9 +7,10 @@
 For each store in :data:`STORES` and each length in turns (one turn: a user message
 and the answer, 200 characters each), a session of that length is written through
 the store's API (a prepared state, not thousands of calls), one warm-up call is made
-(a worker serves the session it already served), then ``--calls`` calls are timed
-and the median CPU time of one call (this process, every thread: the store's threads
-and client decoding included) is printed with the ratios turn-1,000 / turn-10 and
+(a worker serves the session it already served), then ``--calls`` calls per length
+are timed, the lengths taking turns call by call, and the median CPU time of one
+call (this process, every thread: the store's threads and client decoding included)
+is printed with the ratios turn-1,000 / turn-10 and
 turn-10,000 / turn-10 (targets: at most 1.5x and 2x).
 
 The model answers a fixed text without reading the messages (:class:`FixedModel`), so
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import sys
@@ -109,40 +111,46 @@ def prepared(session_id: str, turns: int) -> AgentState:
     return AgentState(session_id=session_id, user_id=USER, context=context)
 
 
-async def cpu_per_call(store: Any, turns: int, calls: int) -> tuple[float, float]:
-    """Median CPU and wall seconds of one call on a session of ``turns`` turns."""
-    sid = f"growth-{turns}"
-    state = prepared(sid, turns)
-    await asyncio.to_thread(store.save, SessionKey(USER, sid), state)
-    del state
-    agent = ReActAgent(name="bench", model=FixedModel(text("answer", 0)), session_store=store)
-    ctx = RuntimeContext(session_id=sid, user_id=USER)
-    await agent.acall(text("question", 0), ctx)  # warm: the worker served it before
-    cpu, wall = [], []
-    for i in range(calls):
-        c0, w0 = time.process_time(), time.perf_counter()
-        await agent.acall(text("question", i), ctx)
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    await agent.aclose()
-    return statistics.median(cpu), statistics.median(wall)
-
-
 async def measure(store: Any, turns: Sequence[int], calls: int) -> dict[int, tuple[float, float]]:
-    out = {}
+    """Median CPU and wall seconds of one call on a session of each length in ``turns``.
+
+    The lengths take turns call by call (10, 1,000, 10,000, 10, ...), so a burst of
+    other work on the machine lands on all of them alike."""
+    agents = {}
     for n in turns:
-        out[n] = await cpu_per_call(store, n, calls)
+        sid = f"growth-{n}"
+        state = prepared(sid, n)
+        await asyncio.to_thread(store.save, SessionKey(USER, sid), state)
+        del state
+        agent = ReActAgent(name="bench", model=FixedModel(text("answer", 0)),
+                           session_store=store)
+        ctx = RuntimeContext(session_id=sid, user_id=USER)
+        await agent.acall(text("question", 0), ctx)  # warm: the worker served it before
+        agents[n] = agent, ctx
+    gc.collect()
+    cpu: dict[int, list[float]] = {n: [] for n in turns}
+    wall: dict[int, list[float]] = {n: [] for n in turns}
+    for i in range(calls):
+        for n in turns:
+            agent, ctx = agents[n]
+            c0, w0 = time.process_time(), time.perf_counter()
+            await agent.acall(text("question", i), ctx)
+            cpu[n].append(time.process_time() - c0)
+            wall[n].append(time.perf_counter() - w0)
+    for agent, _ctx in agents.values():
+        await agent.aclose()
     aclose = getattr(store, "aclose", None)
     if aclose is not None:
         await aclose()
-    return out
+    return {n: (statistics.median(cpu[n]), statistics.median(wall[n])) for n in turns}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, no targets")
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
-    parser.add_argument("--calls", type=int, default=15, help="timed calls per length")
+    parser.add_argument("--calls", type=int, default=31, help="timed calls per length")
+    parser.add_argument("--stores", help="comma-separated names from STORES (default: all)")
     args = parser.parse_args(argv)
     turns = (10, 100) if args.smoke else TURNS
     calls = 3 if args.smoke else args.calls
@@ -150,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp, redis_server() as started:
         env = Env(Path(tmp), args.redis_url or started)
         results: dict[str, dict[int, tuple[float, float]]] = {}
+        wanted = set(args.stores.split(",")) if args.stores else None
         for name, make in STORES:
+            if wanted is not None and name not in wanted:
+                continue
             store = make(env)
             if store is None:
                 print(f"{name}: skipped (its service is missing; for redis: pip install "

@@ -93,7 +93,7 @@ class DurableHold:
         self.fenced = False  # a newer writer won: this call writes nothing more
         # The session cache (a kit store's): how much of the loaded context is known to
         # hold no open tool call, and those message objects (to tell if they changed).
-        self.keeps = hasattr(store, "acheckout") and hasattr(store, "keep")
+        self.keeps = all(hasattr(store, n) for n in ("acheckout", "keep", "unchanged_prefix"))
         self.clean = 0
         self.prefix: list[Msg] = []
         self.merged = False  # APPEND_MERGE rewrote the state: not kept
@@ -179,8 +179,11 @@ class DurableHold:
     def _keep_clean(self, state: AgentState) -> None:
         context, clean, prefix = state.context, self.clean, self.prefix
         # A call that replaced any message of the known prefix (compaction, a merge)
-        # makes it unknown: the scan starts over. A C-speed identity compare.
-        if clean > len(context) or len(prefix) != clean or context[:clean] != prefix:
+        # makes it unknown: the scan starts over. The store's delta saves tell when
+        # they rewrote nothing of it; else a C-speed identity compare does.
+        kept = self.store.unchanged_prefix(self.key)  # type: ignore[attr-defined]
+        if clean > len(context) or len(prefix) != clean or (
+                kept < clean and context[:clean] != prefix):
             clean = 0
         # A paused reply's open calls are waiting for their answers, not orphans.
         clean = 0 if state.pending is not None else closed_prefix(context, clean)

@@ -185,6 +185,13 @@ class SessionBackend:
         cached one while the stored version is still its version (one small read),
         else the stored changes applied to it, else a fresh load."""
         key = _key(key)
+        served = await self._acheckout(key)
+        snapshots = self._snapshots()
+        if snapshots is not None:  # what the call's saves rewrite: see unchanged_prefix
+            snapshots.watch(key)
+        return served
+
+    async def _acheckout(self, key: SessionKey) -> Served:
         entry = self.session_cache.take(key)
         if entry is None or entry.state is None:
             # The public coroutines: a subclass's own aload_versioned is honoured.
@@ -199,6 +206,13 @@ class SessionBackend:
             return entry
         clean = min(entry.clean, changes.start)
         return Served(changes.apply(known), changes.version, clean, entry.prefix[:clean])
+
+    def unchanged_prefix(self, key: SessionKey) -> int:
+        """How many leading messages of the state :meth:`acheckout` gave no save of
+        ``key`` through this object has rewritten since (``0``: unknown). Read once,
+        before :meth:`keep`; from the delta snapshots, so no compare is needed."""
+        snapshots = self._snapshots()
+        return snapshots.unchanged_below(key) if snapshots is not None else 0
 
     def keep(self, key: SessionKey, state: AgentState, version: int, clean: int = 0,
              prefix: list[Msg] | None = None) -> bool:

@@ -28,6 +28,7 @@ compare over the context, at most the tail serialised), not the session's length
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -91,6 +92,8 @@ class Snapshot:
     """The stored JSON of ``ids[tail_start:]``."""
     objs: list[Msg] | None = field(default=None, compare=False)
     """The message objects stored (dropped when their state object dies)."""
+    changed_from: int = field(default=0, compare=False)
+    """The first position the write that made this snapshot rewrote (a load: 0)."""
 
 
 def snapshot_of(
@@ -126,7 +129,7 @@ class Delta:
     objs: list[Msg]
 
     def snapshot(self, version: int) -> Snapshot:
-        return Snapshot(version, self.ids, self.tail_start, self.tail, self.objs)
+        return Snapshot(version, self.ids, self.tail_start, self.tail, self.objs, self.start)
 
 
 def _common_prefix(old: Snapshot, context: list[Msg]) -> tuple[int, list[str] | None]:
@@ -135,8 +138,9 @@ def _common_prefix(old: Snapshot, context: list[Msg]) -> tuple[int, list[str] | 
     objs = old.objs
     # A list compare: C-speed pointer checks while the objects are the very ones
     # stored; a different object counts as unchanged only if equal (pydantic compares
-    # every field, so it would serialise the same).
-    if objs is not None and len(context) >= len(objs) and context[:len(objs)] == objs:
+    # every field, so it would serialise the same). No slice when nothing was added.
+    if objs is not None and (context == objs if len(context) == len(objs) else
+                             len(context) > len(objs) and context[:len(objs)] == objs):
         return len(objs), None
     ids = [m.id for m in context]
     stored = old.ids
@@ -166,7 +170,9 @@ def compute_delta(old: Snapshot | None, context: list[Msg], marked: frozenset[st
                 common = i
                 break
         start = common
-        if ids is None:  # the stored prefix is unchanged: reuse its ids
+        if ids is None and start == n == len(old.ids):
+            ids = old.ids  # nothing changed: the very list (snapshots never edit theirs)
+        elif ids is None:  # the stored prefix is unchanged: reuse its ids
             ids = old.ids[:start] + [m.id for m in context[start:]]
     if ids is None:
         ids = [m.id for m in context]
@@ -176,7 +182,10 @@ def compute_delta(old: Snapshot | None, context: list[Msg], marked: frozenset[st
     for i in range(tail_start, n):
         known_body = written[i - start] if i >= start else bodies.get(i)
         tail.append(known_body if known_body is not None else context[i].model_dump_json())
-    return Delta(start, written, ids, tail_start, tail, list(context))
+    # The objects stored, as a list of their own; the previous one when nothing changed.
+    kept = old.objs if old is not None else None
+    objs = kept if kept is not None and start == n == len(kept) else list(context)
+    return Delta(start, written, ids, tail_start, tail, objs)
 
 
 class SnapshotCache:
@@ -192,6 +201,8 @@ class SnapshotCache:
         self._size = size
         self._items: OrderedDict[object, Snapshot] = OrderedDict()
         self._owners: dict[object, int] = {}  # key -> id() of the state its objs belong to
+        # key -> the lowest position rewritten since watch(key) (see unchanged_below).
+        self._low: dict[object, int] = {}
         self._lock = threading.Lock()
 
     def get(self, key: object) -> Snapshot | None:
@@ -208,6 +219,9 @@ class SnapshotCache:
         if owner is None:
             snap.objs = None
         with self._lock:
+            low = self._low.get(key)
+            if low is not None and snap.changed_from < low:
+                self._low[key] = snap.changed_from
             current = self._items.get(key)
             if current is not None and current.version > snap.version:
                 return  # a concurrent save in this process already stored a newer one
@@ -216,10 +230,23 @@ class SnapshotCache:
             while len(self._items) > self._size:
                 gone, _ = self._items.popitem(last=False)
                 self._owners.pop(gone, None)
+                self._low.pop(gone, None)
             if owner is None or self._owners.get(key) == ident:
                 return
             self._owners[key] = ident
         weakref.finalize(owner, self._orphan, key, ident)
+
+    def watch(self, key: object) -> None:
+        """Start noting the lowest position the writes of ``key`` rewrite."""
+        with self._lock:
+            if key in self._items:
+                self._low[key] = sys.maxsize
+
+    def unchanged_below(self, key: object) -> int:
+        """Stop watching ``key``: how many leading messages no write rewrote since
+        :meth:`watch` (``0``: unknown, the snapshot went meanwhile)."""
+        with self._lock:
+            return self._low.pop(key, 0)
 
     def adopt(self, key: object, owner: AgentState, version: int) -> None:
         """``owner`` now holds the message objects of ``key``'s snapshot at ``version``
@@ -249,11 +276,13 @@ class SnapshotCache:
         with self._lock:
             self._items.pop(key, None)
             self._owners.pop(key, None)
+            self._low.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
             self._owners.clear()
+            self._low.clear()
 
 
 # -- in-place edit marks -------------------------------------------------------------------

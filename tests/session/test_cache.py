@@ -307,3 +307,40 @@ def test_changes_past_the_cached_copy_are_applied_and_repaired(tmp_path: Any) ->
     finally:
         store.close()
         other.close()
+
+
+def test_a_call_that_rewrote_the_closed_prefix_has_it_scanned_again(durable: Any) -> None:
+    """The closed prefix a kept session carries holds only while no save rewrote it:
+    a call that put an open tool call deep in the history (a middleware's edit, say)
+    has the next call answer it."""
+    from rx_agent import Msg, ToolUseBlock
+    from rx_agent.agent._durable import DurableHold
+    from rx_agent.session import ConflictPolicy
+
+    key = SessionKey(USER, "deep")
+    durable.save(key, state_with(3))
+
+    async def call(edit: Any) -> tuple[list[str], Any]:
+        hold = DurableHold(durable, key, "run", ttl=10, wait=1, policy=ConflictPolicy.FAIL)
+        state = await hold.acquire()
+        assert state is not None
+        recovered = hold.recover(state)
+        edit(state)
+        assert await hold.release(state) is None
+        entry = durable.session_cache.take(key)
+        assert entry is not None
+        durable.session_cache.keep(key, entry)
+        return recovered, entry
+
+    async def main() -> None:
+        recovered, entry = await call(lambda s: s.context.extend(round_msgs(9)))
+        assert recovered == [] and entry.clean == 16  # all closed: to the end
+        opened = Msg("assistant", [ToolUseBlock("deep-1", "w", {})])
+        recovered, entry = await call(lambda s: s.context.insert(4, opened))
+        assert recovered == [] and entry.clean == 4  # the open batch starts there
+        recovered, entry = await call(lambda s: None)
+        assert recovered == ["deep-1"] and entry.clean == 18
+        stored = durable.load(key)
+        assert [r.id for r in stored.context[5].tool_results] == ["deep-1"]
+
+    asyncio.run(main())
