@@ -8,7 +8,7 @@ For each store in :data:`STORES` and each length in turns (one turn: a user mess
 and the answer, 200 characters each), a session of that length is written through
 the store's API (a prepared state, not thousands of calls), one warm-up call is made
 (a worker serves the session it already served), then ``--calls`` calls per length
-are timed, the lengths taking turns call by call, and the median CPU time of one
+are timed, the lengths taking turns in blocks, and the median CPU time of one
 call (this process, every thread: the store's threads and client decoding included)
 is printed with the ratios turn-1,000 / turn-10 and
 turn-10,000 / turn-10 (targets: at most 1.5x and 2x).
@@ -55,6 +55,7 @@ from rx_agent.session import InMemorySessionStore, SessionKey, SqliteSessionStor
 TURNS = (10, 1_000, 10_000)
 TARGETS = {1_000: 1.5, 10_000: 2.0}
 TEXT = 200
+ROUNDS = 3
 USER = "anon"
 
 
@@ -114,8 +115,9 @@ def prepared(session_id: str, turns: int) -> AgentState:
 async def measure(store: Any, turns: Sequence[int], calls: int) -> dict[int, tuple[float, float]]:
     """Median CPU and wall seconds of one call on a session of each length in ``turns``.
 
-    The lengths take turns call by call (10, 1,000, 10,000, 10, ...), so a burst of
-    other work on the machine lands on all of them alike."""
+    The lengths take turns in blocks of calls (10, 1,000, 10,000, then again,
+    :data:`ROUNDS` times), so a burst of other work on the machine lands on all of
+    them alike, while each block is a worker serving one session call after call."""
     agents = {}
     for n in turns:
         sid = f"growth-{n}"
@@ -130,13 +132,15 @@ async def measure(store: Any, turns: Sequence[int], calls: int) -> dict[int, tup
     gc.collect()
     cpu: dict[int, list[float]] = {n: [] for n in turns}
     wall: dict[int, list[float]] = {n: [] for n in turns}
-    for i in range(calls):
+    block = max(1, calls // ROUNDS)
+    for _ in range(ROUNDS):
         for n in turns:
             agent, ctx = agents[n]
-            c0, w0 = time.process_time(), time.perf_counter()
-            await agent.acall(text("question", i), ctx)
-            cpu[n].append(time.process_time() - c0)
-            wall[n].append(time.perf_counter() - w0)
+            for i in range(block):
+                c0, w0 = time.process_time(), time.perf_counter()
+                await agent.acall(text("question", i), ctx)
+                cpu[n].append(time.process_time() - c0)
+                wall[n].append(time.perf_counter() - w0)
     for agent, _ctx in agents.values():
         await agent.aclose()
     aclose = getattr(store, "aclose", None)
@@ -149,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, no targets")
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
-    parser.add_argument("--calls", type=int, default=31, help="timed calls per length")
+    parser.add_argument("--calls", type=int, default=30, help="timed calls per length")
     parser.add_argument("--stores", help="comma-separated names from STORES (default: all)")
     args = parser.parse_args(argv)
     turns = (10, 100) if args.smoke else TURNS

@@ -41,3 +41,16 @@ def test_the_store_benchmark_runs(redis_url: str) -> None:
     for store in ("memory", "sqlite", "redis"):
         assert f"  {store} " in done.stdout
     assert "vs the first round" in done.stdout and "ops/s" in done.stdout
+
+
+GROWTH = BENCH.with_name("bench_session_growth.py")
+
+
+@pytest.mark.timeout(120)
+def test_the_session_growth_benchmark_runs(redis_url: str) -> None:
+    done = subprocess.run([sys.executable, str(GROWTH), "--smoke", "--redis-url", redis_url],
+                          check=False, capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stderr
+    for store in ("memory", "sqlite", "redis"):
+        assert f"  {store} " in done.stdout
+    assert "100/10" in done.stdout and "CPU per call" in done.stdout
