@@ -52,15 +52,17 @@ def publish_all(namespace: Mapping[str, Any], names: Iterable[str]) -> None:
 
 
 def lazy_names(
-    namespace: dict[str, Any], lazy: Mapping[str, str], public: Iterable[str] = (),
+    namespace: dict[str, Any], lazy: Mapping[str, str], public: Iterable[str] = (), *,
+    shorten: bool = True,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of a package whose ``lazy`` names (``name ->
     module``, relative to the package or absolute) load on first access.
 
     A name whose module is the package's submodule of that name (``"operators":
     ".operators"``) is the submodule itself. A loaded name is published
-    (:func:`publish`) and kept in ``namespace``, so it is looked up once. ``public``:
-    names ``dir()`` shows besides the namespace's own.
+    (:func:`publish`, unless not ``shorten``: a package of public modules) and kept in
+    ``namespace``, so it is looked up once. ``public``: names ``dir()`` shows besides
+    the namespace's own.
     """
     package: str = namespace["__name__"]
     shown = sorted(set(public) | set(lazy))
@@ -71,7 +73,7 @@ def lazy_names(
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         found = importlib.import_module(module, package)
         value = found if found.__name__ == f"{package}.{name}" else getattr(found, name)
-        namespace[name] = publish(value, package)
+        namespace[name] = publish(value, package) if shorten else value
         return value
 
     def __dir__() -> list[str]:
