@@ -18,7 +18,7 @@ from rx_agent import _publish
 PACKAGE = Path(__file__).resolve().parents[2] / "rx_agent"
 
 # Every package whose __init__ has a lazy table (``_LAZY``).
-LAZY_PACKAGES = ["rx_agent", "rx_agent.session", "rx_agent.builtin"]
+LAZY_PACKAGES = ["rx_agent", "rx_agent.session", "rx_agent.builtin", "rx_agent.errors"]
 # Every package that publishes names (its __all__).
 PUBLISHING = [
     "rx_agent", "rx_agent.a2a", "rx_agent.agent", "rx_agent.builtin", "rx_agent.errors",
