@@ -18,6 +18,11 @@ works (tests/core/test_errors_tree.py keeps this tree equal to the classes)::
     ├── ReplayedError (RuntimeError)           a recorded error that cannot be rebuilt
     ├── MissingDirectoryError (FileNotFoundError, ValueError)
     │                                          a SQLite file two missing folders deep
+    ├── CLIError                               a one-line rx-agent error, with an exit status
+    ├── TargetError (ValueError)               a MODULE:ATTR that names no agent
+    ├── ServeError (ValueError)                a setting rx-agent serve cannot run with
+    ├── HTTPError                              an error answer of the server (serve extra)
+    │   └── OpenAIError                        the same in OpenAI's shape (type, param)
     ├── RemoteAgentError                       a remote (A2A) agent call failed
     │   ├── RemoteAgentUnavailableError        unreachable, HTTP error, no card
     │   │   └── RemoteAgentTimeoutError        silent for longer than the timeout
@@ -40,12 +45,14 @@ works (tests/core/test_errors_tree.py keeps this tree equal to the classes)::
         └── ScriptExhaustedError               a ScriptedModel ran past its script
 
 Errors raised by user code (a tool, a middleware) reach the caller unchanged. The
-command line's and the server's own errors (a bad ``MODULE:ATTR``, a setting
-``rx-agent serve`` cannot use, an HTTP answer) are reported by ``rx-agent`` and the
-server, not raised to a program.
+command line's and the server's own errors (``CLIError`` to ``OpenAIError``) are
+mostly reported by ``rx-agent`` and the server as one line or a JSON answer; they sit
+under the root all the same, for a program that calls ``main`` or ``build_app``.
 
 This is the bottom layer: every error but the root loads from its module on first
-access (rx_agent/_publish.py), none of which needs an extra.
+access (rx_agent/_publish.py). Only ``ServeError``, ``HTTPError`` and ``OpenAIError``
+need an extra (``serve``); without it, naming them raises an ``ImportError`` that
+says what to install.
 """
 
 from __future__ import annotations
@@ -56,8 +63,10 @@ from . import _publish
 
 # tests/core/test_publish.py keeps this table and __all__ in step.
 _LAZY = {
+    "CLIError": "rx_agent.cli._base",
     "CassetteMismatchError": "rx_agent.testing._cassette",
     "ConcurrentSessionModificationError": "rx_agent.session._base",
+    "HTTPError": "rx_agent.serve._errors",
     "McpConnectionError": "rx_agent.tool._mcp_errors",
     "MissingDirectoryError": "rx_agent.session._sqlite_file",
     "ModelAuthenticationError": "rx_agent.model.errors",
@@ -69,6 +78,7 @@ _LAZY = {
     "ModelServerError": "rx_agent.model.errors",
     "ModelTimeoutError": "rx_agent.model.errors",
     "NoResultError": "rx_agent.agent._calling",
+    "OpenAIError": "rx_agent.serve._openai_request",
     "PlanError": "rx_agent.middleware._forms",
     "RemoteAgentAuthError": "rx_agent.a2a._errors",
     "RemoteAgentError": "rx_agent.a2a._errors",
@@ -79,18 +89,22 @@ _LAZY = {
     "ReplayedError": "rx_agent.testing._cassette",
     "ResumeError": "rx_agent.agent._hitl",
     "ScriptExhaustedError": "rx_agent.model.errors",
+    "ServeError": "rx_agent.serve._cli",
     "SessionBusyError": "rx_agent.session._base",
     "SessionCorruptError": "rx_agent.session._base",
     "SessionError": "rx_agent.session._base",
     "StructuredOutputError": "rx_agent.agent._structured",
+    "TargetError": "rx_agent.cli._target",
     "TodoListError": "rx_agent.builtin.tasks",
     "ToolArgumentError": "rx_agent.tool.toolkit",
     "ToolMiddlewareError": "rx_agent.tool._middleware",
 }
 
 __all__ = [
+    "CLIError",
     "CassetteMismatchError",
     "ConcurrentSessionModificationError",
+    "HTTPError",
     "McpConnectionError",
     "MissingDirectoryError",
     "ModelAuthenticationError",
@@ -102,6 +116,7 @@ __all__ = [
     "ModelServerError",
     "ModelTimeoutError",
     "NoResultError",
+    "OpenAIError",
     "PlanError",
     "RemoteAgentAuthError",
     "RemoteAgentError",
@@ -113,10 +128,12 @@ __all__ = [
     "ResumeError",
     "RxAgentError",
     "ScriptExhaustedError",
+    "ServeError",
     "SessionBusyError",
     "SessionCorruptError",
     "SessionError",
     "StructuredOutputError",
+    "TargetError",
     "TodoListError",
     "ToolArgumentError",
     "ToolMiddlewareError",

@@ -14,13 +14,8 @@ from rx_agent.errors import RxAgentError
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rx_agent"
 
-# Exception classes outside the tree, and why: none reaches a program calling rx_agent.
+# Exception classes outside the tree, and why: none leaves rx_agent.
 NOT_RAISED_TO_CALLERS = {
-    "CLIError": "rx-agent's main prints it as one line and exits",
-    "TargetError": "a bad MODULE:ATTR, reported by rx-agent as one line",
-    "ServeError": "a setting rx-agent serve cannot use, reported as one line",
-    "HTTPError": "the server's JSON error answer, never raised out of the app",
-    "OpenAIError": "the OpenAI-compatible routes' error answer (an HTTPError)",
     "Interrupted": "the agent loop's own control flow, caught inside the step",
     "_NoChoice": "private control flow of the model router",
     "_Corrupt": "private control flow of the session schema",
