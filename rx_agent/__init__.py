@@ -5,10 +5,10 @@ Everything a user needs is importable from here; submodules are for the curious.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from . import _publish
 from ._version import __version__
 from .agent import (
     NoResultError,
@@ -105,6 +105,7 @@ from .tool import Tool, ToolArgumentError, Toolkit, tool
 logging.getLogger("rx_agent").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
+    from . import operators  # noqa: F401  (a submodule, not in __all__)
     from .a2a import A2AAgent, RemoteAgentError
     from .builtin.budget import ReplyBudgetControlMiddleware
     from .builtin.compaction import CompactionMiddleware
@@ -137,7 +138,8 @@ if TYPE_CHECKING:
     from .tracing import OtelTracingMiddleware, TracingMiddleware
 
 # Names whose modules pull optional dependencies (httpx, the OpenTelemetry SDK) or
-# are rarely needed load on first access.
+# are rarely needed load on first access (rx_agent/_publish.py). Keep the table, the
+# TYPE_CHECKING block above and __all__ in step (tests/test_publish.py checks them).
 _LAZY = {
     "A2AAgent": "rx_agent.a2a",
     "RemoteAgentError": "rx_agent.a2a",
@@ -172,30 +174,9 @@ _LAZY = {
     "TTSModel": "rx_agent.model.tts",
     "EspeakTTSModel": "rx_agent.model.espeak",
     "OpenAITTSModel": "rx_agent.model.openai_tts",
+    "operators": ".operators",  # ``rx_agent.operators`` after a bare ``import rx_agent``
 }
-
-
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    if name == "operators":  # ``rx_agent.operators`` after a bare ``import rx_agent``
-        return importlib.import_module("rx_agent.operators")
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rx_agent' has no attribute {name!r}")
-
-    value = getattr(importlib.import_module(module), name)
-    _short_module(value)
-    globals()[name] = value
-    return value
-
-
-def _short_module(value: Any) -> None:
-    # Reprs, tracebacks and docs show ``rx_agent.Msg``, not the private module path.
-    if isinstance(value, type) or callable(value):
-        with contextlib.suppress(AttributeError, TypeError):  # a builtin, a slotted callable
-            value.__module__ = __name__
-
+__getattr__, __dir__ = _publish.lazy_names(globals(), _LAZY)
 
 __all__ = [
     "A2AAgent",
@@ -318,7 +299,4 @@ __all__ = [
     "tool",
 ]
 
-for _name in __all__:
-    if _name not in _LAZY and not _name.startswith("__"):
-        _short_module(globals()[_name])
-del _name
+_publish.publish_all(globals(), __all__)

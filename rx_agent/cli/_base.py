@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from ..errors import RxAgentError
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -36,7 +38,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
 
-class CLIError(Exception):
+class CLIError(RxAgentError):
     """An error reported as one line on stderr, with an exit status."""
 
     def __init__(self, message: str, status: int = EXIT_USAGE) -> None:

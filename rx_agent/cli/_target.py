@@ -29,6 +29,7 @@ from pathlib import PurePath, PurePosixPath, PureWindowsPath
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from ..errors import RxAgentError
 from ._base import describe_error
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ STORE_PARAMETERS = ("store", "session_store")
 _EXAMPLE = "myapp.agents:build_agent"
 
 
-class TargetError(ValueError):
+class TargetError(RxAgentError, ValueError):
     """A ``MODULE:ATTR`` that names no agent; the message says why (exit status 2)."""
 
 

@@ -16,8 +16,7 @@ and otherwise use the scheduler given at subscription, so a
 
 from __future__ import annotations
 
-import contextlib
-
+from .. import _publish
 from ._inject import inject_after, inject_before
 from ._model import fallback_to, retry_model
 from ._redact import redact
@@ -45,7 +44,4 @@ __all__ = [
 ]
 
 # Reprs, tracebacks and docs show ``rx_agent.operators.map_text``.
-for _name in __all__:
-    with contextlib.suppress(AttributeError, TypeError):
-        globals()[_name].__module__ = __name__
-del _name
+_publish.publish_all(globals(), __all__)

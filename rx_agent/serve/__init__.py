@@ -27,11 +27,10 @@ except ImportError as exc:  # pragma: no cover - exercised with the extra missin
         "pip install 'rx-agent[serve]' (from a checkout: pip install -e '.[serve]')"
     ) from exc
 
+from .. import _publish
 from ._app import create_app
 from ._auth import TokenAuth
 
 __all__ = ["TokenAuth", "create_app"]
 
-for _obj in (create_app, TokenAuth):
-    _obj.__module__ = __name__
-del _obj
+_publish.publish_all(globals(), __all__)

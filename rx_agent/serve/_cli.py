@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 from ..agent import ReActAgent
 from ..cli._logging import configure_logging
 from ..cli._target import TargetError, build_agent, load_target
+from ..errors import RxAgentError
 from ..session import InMemorySessionStore, SessionStore
 from ._app import create_app
 from ._body import DEFAULT_MAX_BODY
@@ -38,7 +39,7 @@ CONFIG_ENV = "RX_AGENT_SERVE_CONFIG"
 log = logging.getLogger("rx_agent.serve")
 
 
-class ServeError(ValueError):
+class ServeError(RxAgentError, ValueError):
     """A setting ``rx-agent serve`` cannot run with (reported as one line)."""
 
 

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agent import ResumeError
+from ..errors import RxAgentError
 from ..model.errors import ModelError
 from ..session import (
     ConcurrentSessionModificationError,
@@ -29,7 +30,7 @@ RETRY_AFTER = "1"
 """Seconds a client is told to wait before posting to a busy session again."""
 
 
-class HTTPError(Exception):
+class HTTPError(RxAgentError):
     """An answer with a status, a machine-readable code and a message for people."""
 
     def __init__(

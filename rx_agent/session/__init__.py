@@ -23,8 +23,9 @@ event loop (:class:`AsyncSessionStore`): ``load``, ``save``, ``delete``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .. import _publish
 from ._backend import SessionBackend, SessionChanges
 from ._base import (
     ANONYMOUS_USER,
@@ -96,29 +97,5 @@ __all__ = [
 ]
 
 
-def _public(obj: Any) -> Any:
-    """Reprs, pickles and docs show the public path ``rx_agent.session.X``."""
-    if getattr(obj, "__module__", "").startswith(__name__ + "."):
-        obj.__module__ = __name__
-    return obj
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = _public(getattr(importlib.import_module(module, __name__), name))
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
-
-for _name in __all__:
-    if _name not in _LAZY:
-        _public(globals()[_name])
-del _name
+__getattr__, __dir__ = _publish.lazy_names(globals(), _LAZY, __all__)
+_publish.publish_all(globals(), __all__)

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..errors import RxAgentError
+
 __all__ = ["MissingDirectoryError", "SqliteFile", "check_path", "make_parent"]
 
 T = TypeVar("T")
@@ -38,7 +40,7 @@ def check_path(path: str | os.PathLike[str], owner: str, instead: str = "") -> P
     return Path(raw).expanduser().absolute()
 
 
-class MissingDirectoryError(FileNotFoundError, ValueError):
+class MissingDirectoryError(RxAgentError, FileNotFoundError, ValueError):
     """A database file whose folder's own parent does not exist either.
 
     A ``FileNotFoundError``, as ``open()`` raises, and a ``ValueError``, as for any

@@ -23,9 +23,7 @@ The agent-level helpers run on :class:`~rx_agent.ScriptedModel`::
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any
-
+from .. import _publish
 from ._cassette import CassetteMismatchError, RecordingModel, ReplayedError, ReplayModel
 from ._collect import (
     RecordingMiddleware,
@@ -83,13 +81,5 @@ __all__ = [
 ]
 
 
-def _public_module(value: Any) -> None:
-    # Reprs, tracebacks and docs show ``rx_agent.testing.X``, not the private module.
-    if isinstance(value, type) or callable(value):
-        with contextlib.suppress(AttributeError, TypeError):
-            value.__module__ = __name__
-
-
-for _name in __all__:
-    _public_module(globals()[_name])
-del _name
+# Reprs, tracebacks and docs show ``rx_agent.testing.X``, not the private module.
+_publish.publish_all(globals(), __all__)

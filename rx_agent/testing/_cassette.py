@@ -30,6 +30,7 @@ from reactivex import abc as rxabc
 from reactivex.disposable import CompositeDisposable, Disposable
 
 from .._rx import running_loop
+from ..errors import RxAgentError
 from ..message import ChatUsage, Msg
 from ..model.base import (
     ChatModel,
@@ -50,7 +51,7 @@ FORMAT = 1
 _MAX_DIFFS = 8
 
 
-class CassetteMismatchError(AssertionError):
+class CassetteMismatchError(RxAgentError, AssertionError):
     """A replayed model call matches no recorded call: the agent's input changed.
 
     Not retried by the runtime (``retryable = False``)."""
@@ -58,7 +59,7 @@ class CassetteMismatchError(AssertionError):
     retryable = False
 
 
-class ReplayedError(RuntimeError):
+class ReplayedError(RxAgentError, RuntimeError):
     """A recorded error whose class could not be rebuilt (its module is not imported,
     or its constructor needs more than a message); ``type_name`` names the original."""
 

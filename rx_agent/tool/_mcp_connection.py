@@ -19,7 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, TextIO, TypeVar
 
 from .._rx import running_loop, runtime_loop
-from ..errors import RxAgentError
+from ._mcp_errors import McpConnectionError
 
 try:
     import anyio
@@ -50,10 +50,6 @@ _CONNECTION_CLOSED = -32000
 # CONNECTION_CLOSED instead; these are the ones that escape it).
 _TRANSPORT_ERRORS = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError,
                      anyio.EndOfStream, httpx2.TransportError)
-
-
-class McpConnectionError(RxAgentError, ConnectionError):
-    """The MCP server could not be reached, or its connection closed."""
 
 
 async def on_runtime(coro: Coroutine[Any, Any, T]) -> T:

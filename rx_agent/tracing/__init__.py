@@ -5,10 +5,9 @@ exporter (the ``otel`` extra: ``pip install -e '.[otel]'`` from a checkout) to r
 and ship spans.
 """
 
+from .. import _publish
 from . import _attributes as attributes
 from ._middleware import CANCELLED, INSTRUMENTATION_NAME, OtelTracingMiddleware
-
-OtelTracingMiddleware.__module__ = __name__
 
 TracingMiddleware = OtelTracingMiddleware
 """AgentScope Python's name for :class:`OtelTracingMiddleware` (the same class)."""
@@ -20,3 +19,5 @@ __all__ = [
     "TracingMiddleware",
     "attributes",
 ]
+
+_publish.publish_all(globals(), __all__)
