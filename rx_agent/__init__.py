@@ -133,7 +133,12 @@ if TYPE_CHECKING:
     from .model.openai import OpenAIChatModel
     from .model.openai_tts import OpenAITTSModel
     from .model.tts import TTSModel
-    from .session import RedisSessionStore, SqliteSessionStore, session_store_from_url
+    from .session import (
+        PostgresSessionStore,
+        RedisSessionStore,
+        SqliteSessionStore,
+        session_store_from_url,
+    )
     from .tool.mcp import McpToolSource
     from .tracing import OtelTracingMiddleware, TracingMiddleware
 
@@ -165,6 +170,7 @@ _LAZY = {
     "CompactionMiddleware": "rx_agent.builtin.compaction",
     "SqliteSessionStore": "rx_agent.session",
     "RedisSessionStore": "rx_agent.session",
+    "PostgresSessionStore": "rx_agent.session",
     "session_store_from_url": "rx_agent.session",
     "McpToolSource": "rx_agent.tool.mcp",
     "AnthropicChatModel": "rx_agent.model.anthropic",
@@ -240,6 +246,7 @@ __all__ = [
     "PermissionRule",
     "PlanError",
     "Plugin",
+    "PostgresSessionStore",
     "RAGMiddleware",
     "ReActAgent",
     "ReActAgentBuilder",

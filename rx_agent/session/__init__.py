@@ -3,6 +3,7 @@
 * :class:`InMemorySessionStore`: the default; live objects in a dict, one process.
 * :class:`SqliteSessionStore`: one SQLite file (WAL); several processes on one host.
 * :class:`RedisSessionStore`: Redis (the ``redis`` extra); many processes and machines.
+* :class:`PostgresSessionStore`: PostgreSQL (the ``postgres`` extra); the same.
 * :func:`session_store_from_url`: one of those from ``memory://``, ``sqlite:///x.db``
   or ``redis://...``, or a store of a scheme added by :func:`register_store_scheme`.
 * :class:`SessionBackend`: the kit every one of them is built on; a new backend
@@ -46,6 +47,7 @@ from ._memory import InMemorySessionStore
 
 if TYPE_CHECKING:
     from ._policy import SaveOutcome, asave_with_policy, save_with_policy
+    from ._postgres import PostgresSessionStore
     from ._redis import RedisSessionStore
     from ._schema import SCHEMA_VERSION, decode_state, encode_state
     from ._sqlite import SqliteSessionStore
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "SqliteSessionStore": "._sqlite",
     "RedisSessionStore": "._redis",
+    "PostgresSessionStore": "._postgres",
     "session_store_from_url": "._url",
     "register_store_scheme": "._url",
     "SCHEMA_VERSION": "._schema",
@@ -76,6 +79,7 @@ __all__ = [
     "Lease",
     "LeaseAttempt",
     "LeaseRecord",
+    "PostgresSessionStore",
     "RedisSessionStore",
     "SaveOutcome",
     "SessionBackend",

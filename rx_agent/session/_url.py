@@ -7,9 +7,12 @@ Built in:
   working directory at the time of the call;
 * ``sqlite:////var/lib/app/sessions.db``: the same at an absolute path;
 * ``redis://host:6379/0`` (``rediss://`` for TLS): a :class:`RedisSessionStore`;
-  ``?prefix=name`` sets its key prefix, other query options go to redis-py.
+  ``?prefix=name`` sets its key prefix, other query options go to redis-py;
+* ``postgresql://user@host:5432/db`` (or ``postgres://``): a
+  :class:`PostgresSessionStore`; ``?prefix=name`` sets its table prefix, other query
+  options go to libpq.
 
-:func:`register_store_scheme` adds a scheme (``postgresql://``, say): the same
+:func:`register_store_scheme` adds a scheme (``mysql://``, say): the same
 function, the CLI's ``--store`` and ``$RX_AGENT_STORE``, and ``rx-agent serve
 --store`` then accept it. A package can register on install, without an import in
 the user's code: an entry point in the ``rx_agent.session_stores`` group naming a
@@ -275,9 +278,25 @@ def _redis(url: str) -> SessionBackend:
     return RedisSessionStore(rebuilt, **options)
 
 
+def _postgres(url: str) -> SessionBackend:
+    from ._postgres import PostgresSessionStore
+
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [v for k, v in query if k == "prefix"]
+    if len(prefixes) > 1:
+        raise ValueError(f"more than one prefix= in {redact(url)!r}")
+    rebuilt = urlunsplit(parts._replace(scheme="postgresql", query=urlencode(
+        [(k, v) for k, v in query if k != "prefix"])))
+    options: dict[str, Any] = {"prefix": prefixes[0]} if prefixes else {}
+    return PostgresSessionStore(rebuilt, **options)
+
+
 register_store_scheme("memory", _memory, forms=("memory://",),
                       suggest=lambda slashes, tail: " (write memory://)")
 register_store_scheme("sqlite", _sqlite,
                       forms=("sqlite:///relative/path.db", "sqlite:////absolute/path.db"),
                       local_path=sqlite_url_path, suggest=_sqlite_suggestion)
 register_store_scheme(("redis", "rediss"), _redis, forms=("redis://host:port/db[?prefix=NAME]",))
+register_store_scheme(("postgresql", "postgres"), _postgres,
+                      forms=("postgresql://user@host:port/db[?prefix=NAME]",))

@@ -56,6 +56,10 @@ def open_store(spec: Spec) -> Any:
     kind, where, prefix = spec
     if kind == "sqlite":
         return SqliteSessionStore(where)
+    if kind == "postgres":
+        from rx_agent.session import PostgresSessionStore
+
+        return PostgresSessionStore(where, prefix=prefix)
     return RedisSessionStore(where, prefix=prefix)
 
 

@@ -46,8 +46,9 @@ from ._worker import (
 )
 
 redis_url = _services.redis_url  # the real server (skips locally / fails in CI without one)
+postgres_url = _services.postgres_url
 
-KINDS = ["sqlite", "redis"]
+KINDS = ["sqlite", "redis", "postgres"]
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,8 @@ def pool() -> Iterator[Pool]:
 def spec(request: pytest.FixtureRequest, tmp_path: Path) -> Spec:
     if request.param == "sqlite":
         return ("sqlite", str(tmp_path / "sessions.db"), "")
+    if request.param == "postgres":
+        return ("postgres", request.getfixturevalue("postgres_url"), f"ds{uuid.uuid4().hex[:10]}")
     return ("redis", request.getfixturevalue("redis_url"), f"ds{uuid.uuid4().hex[:10]}")
 
 

@@ -22,6 +22,7 @@ from rx_agent.testing.store_contract import KEY, round_msgs, state_with, texts
 DURABLE = ("sqlite", "redis")
 
 redis_url = _services.redis_url  # the real server, shared with tests/agent
+postgres_url = _services.postgres_url
 
 
 def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Any:

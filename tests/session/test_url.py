@@ -54,7 +54,7 @@ def test_redis_with_and_without_a_prefix(redis_url: str) -> None:
 
 
 @pytest.mark.parametrize(("url", "message"), [
-    ("postgres://db/x", "unknown session store URL scheme 'postgres'"),
+    ("mysql://db/x", "unknown session store URL scheme 'mysql'"),
     ("sessions.db", "not a session store URL: 'sessions.db' \\(a file\\? write sqlite:///"),
     ("", "not a session store URL"),
     ("memory://x", "memory:// takes nothing after it"),
