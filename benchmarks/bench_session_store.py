@@ -192,57 +192,17 @@ def redis_server() -> Iterator[str | None]:
 # -- a throwaway PostgreSQL cluster -------------------------------------------------------
 
 
-def postgres_bindir() -> Path | None:
-    found = shutil.which("initdb")
-    if found and (Path(found).parent / "postgres").exists():
-        return Path(found).parent
-    folders = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), reverse=True)
-    return folders[0].parent if folders else None
-
-
 @contextmanager
 def postgres_server() -> Iterator[str | None]:
-    bindir = postgres_bindir()
-    try:
-        import psycopg
-    except ImportError:
-        bindir = None
-    if bindir is None:
-        yield None
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        as_user: list[str] = []
-        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
-            import pwd
+    """A durable cluster (fsync on, as a real server commits), or ``None`` without one."""
+    from rx_agent.testing._postgres_cluster import ClusterUnavailable, postgres_cluster
 
-            user = pwd.getpwnam("postgres")
-            os.chmod(tmp, 0o755)
-            os.chown(tmp, user.pw_uid, user.pw_gid)
-            as_user = ["runuser", "-u", "postgres", "--"]
-        data = os.path.join(tmp, "data")
-        subprocess.run([*as_user, str(bindir / "initdb"), "-D", data, "-U", "rx",
-                        "--auth=trust", "--no-sync"], check=True, capture_output=True)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        proc = subprocess.Popen([*as_user, str(bindir / "postgres"), "-D", data, "-h",
-                                 "127.0.0.1", "-p", str(port), "-k", tmp],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        url = f"postgresql://rx@127.0.0.1:{port}/postgres"
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    psycopg.connect(url, connect_timeout=1).close()
-                    break
-                except psycopg.OperationalError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("PostgreSQL did not start") from None
-                    time.sleep(0.05)
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait()
+            url: str | None = stack.enter_context(postgres_cluster(Path(tmp), durable=True))
+        except ClusterUnavailable:
+            url = None
+        yield url
 
 
 def main() -> int:

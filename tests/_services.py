@@ -7,9 +7,8 @@ README's test command works on a fresh machine), else Debian's
 saying what to install, except under ``RX_AGENT_REQUIRE_SERVICES=1`` (CI), where they
 fail.
 
-PostgreSQL is Debian's (``apt-get install postgresql``: ``initdb`` and ``postgres``
-under ``/usr/lib/postgresql/*/bin``, or on PATH). PostgreSQL refuses to run as root,
-so under root the server runs as the ``postgres`` user the package creates.
+PostgreSQL is the operating system's (``apt-get install postgresql``), started by
+``rx_agent.testing._postgres_cluster`` (shared with the benchmarks).
 
 A test folder gets the ``redis_url`` (or ``postgres_url``) fixture by importing it into
 its conftest (or a test module): ``from _services import redis_url  # noqa: F401``.
@@ -17,13 +16,12 @@ its conftest (or a test module): ``from _services import redis_url  # noqa: F401
 
 from __future__ import annotations
 
-import glob
+import contextlib
 import importlib.util
 import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,76 +97,18 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
-def postgres_binaries() -> Path | None:
-    """The folder holding ``initdb`` and ``postgres``, newest version first."""
-    found = shutil.which("initdb")
-    if found and (Path(found).parent / "postgres").exists():
-        return Path(found).parent
-    for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True,
-                         key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0):
-        if (Path(folder) / "initdb").exists():
-            return Path(folder)
-    return None
-
 
 @pytest.fixture(scope="session")
 def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a fresh PostgreSQL server (a throwaway cluster, trust auth on
-    loopback), stopped and removed after the run."""
-    try:
-        import psycopg
-    except ImportError:
-        service_missing("psycopg is missing: pip install -e '.[test]' (or: pip install "
-                        "'rx_agent[postgres]')")
-    bindir = postgres_binaries()
-    if bindir is None:
-        service_missing("no PostgreSQL server found: apt-get install postgresql")
-    as_user: list[str] = []
-    workdir = tmp_path_factory.mktemp("postgres")
-    if os.geteuid() == 0:
-        import pwd
+    loopback), stopped after the run."""
+    from rx_agent.testing._postgres_cluster import ClusterUnavailable, postgres_cluster
 
+    with contextlib.ExitStack() as stack:
         try:
-            user = pwd.getpwnam("postgres")
-        except KeyError:
-            service_missing("PostgreSQL refuses to run as root and there is no 'postgres' "
-                            "user: apt-get install postgresql creates it")
-        as_user = ["runuser", "-u", "postgres", "--"]
-        for folder in (workdir, *workdir.parents):
-            if folder == Path(tempfile.gettempdir()):
-                break
-            os.chmod(folder, os.stat(folder).st_mode | 0o711)  # postgres may enter
-        os.chown(workdir, user.pw_uid, user.pw_gid)
-    data = workdir / "data"
-    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "rx",
-                    "--auth=trust", "-E", "UTF8", "--no-sync"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    port = _free_port()
-    log = (workdir / "postgres.log").open("w")
-    proc = subprocess.Popen(
-        [*as_user, str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p",
-         str(port), "-k", str(workdir), "-c", "fsync=off", "-c", "max_connections=200"],
-        stdout=log, stderr=subprocess.STDOUT)
-    url = f"postgresql://rx@127.0.0.1:{port}/postgres"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                psycopg.connect(url, connect_timeout=1).close()
-                break
-            except psycopg.OperationalError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    pytest.fail(f"PostgreSQL ({bindir}) did not start: "
-                                f"{(workdir / 'postgres.log').read_text()[-2000:]}")
-                time.sleep(0.05)
+            url = stack.enter_context(postgres_cluster(tmp_path_factory.mktemp("postgres")))
+        except ClusterUnavailable as exc:
+            service_missing(str(exc))
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
         yield url
-    finally:
-        proc.terminate()  # SIGTERM: "smart" shutdown would wait for clients; use fast
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-

@@ -19,6 +19,8 @@ NOT_RAISED_TO_CALLERS = {
     "Interrupted": "the agent loop's own control flow, caught inside the step",
     "_NoChoice": "private control flow of the model router",
     "_Corrupt": "private control flow of the session schema",
+    "ClusterUnavailable": ("the test kit's own signal that PostgreSQL is missing; the test "
+                           "and benchmark helpers turn it into a skip"),
 }
 
 _ENTRY = re.compile(r"^(?P<lead>[ │]*)(?:[├└]── )?(?P<name>[A-Z]\w*)(?: \((?P<bases>[^)]*)\))?")
