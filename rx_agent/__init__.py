@@ -144,7 +144,7 @@ if TYPE_CHECKING:
 
 # Names whose modules pull optional dependencies (httpx, the OpenTelemetry SDK) or
 # are rarely needed load on first access (rx_agent/_publish.py). Keep the table, the
-# TYPE_CHECKING block above and __all__ in step (tests/test_publish.py checks them).
+# TYPE_CHECKING block above and __all__ in step (tests/core/test_publish.py checks them).
 _LAZY = {
     "A2AAgent": "rx_agent.a2a",
     "RemoteAgentError": "rx_agent.a2a",

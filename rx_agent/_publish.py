@@ -1,7 +1,7 @@
 """How a package publishes its names: one table of lazily loaded names, and the
 public ``__module__`` of what it exports.
 
-A package's ``__init__`` keeps four things in step (``tests/test_publish.py`` checks
+A package's ``__init__`` keeps four things in step (``tests/core/test_publish.py`` checks
 them from the source):
 
 * its eager imports, for the names every program needs;
