@@ -237,7 +237,7 @@ def main() -> int:
                                                             prefix=f"bench{os.getpid()}")))
         else:
             print("postgres: skipped (apt-get install postgresql and pip install "
-                  "'rx_agent[postgres]', or --postgres-url)")
+                  "-e '.[postgres]', or --postgres-url)")
         results: dict[str, dict[str, float]] = {}
         for name, store in stores:
             bench = Bench(name, store, sizes)

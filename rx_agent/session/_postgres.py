@@ -1,8 +1,8 @@
 """The shared SQL store: PostgreSQL (psycopg 3, pooled), for many processes on many hosts.
 
 ``PostgresSessionStore("postgresql://user@host:5432/db", prefix="rx")`` needs the
-``postgres`` extra (``pip install 'rx_agent[postgres]'``: ``psycopg`` and
-``psycopg-pool``); ``import rx_agent`` never does. The plain methods use a
+``postgres`` extra (``pip install -e '.[postgres]'`` from a checkout: ``psycopg``
+and ``psycopg-pool``); ``import rx_agent`` never does. The plain methods use a
 ``psycopg_pool.ConnectionPool`` (``min_size``/``max_size``); the ``a``-prefixed
 coroutines run them on worker threads (the kit's rule for a sync backend), so the
 event loop never waits on the network.
@@ -51,7 +51,8 @@ from ._schema import corrupt, decode_stored, encode_head
 __all__ = ["PostgresSessionStore"]
 
 T = TypeVar("T")
-INSTALL = "PostgresSessionStore needs psycopg 3: pip install 'rx_agent[postgres]'"
+INSTALL = ("PostgresSessionStore needs psycopg 3: pip install -e '.[postgres]' (from a "
+           "checkout) or pip install 'psycopg[binary]' psycopg-pool")
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 # An arbitrary, fixed key: every rx_agent process creating the tables takes this lock.
 _SCHEMA_LOCK = 0x72785F6167

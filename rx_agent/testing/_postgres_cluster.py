@@ -63,7 +63,7 @@ def postgres_cluster(workdir: Path, *, durable: bool = False) -> Iterator[str]:
     try:
         import psycopg
     except ImportError:
-        raise ClusterUnavailable("psycopg is missing: pip install 'rx_agent[postgres]'") from None
+        raise ClusterUnavailable("psycopg is missing: pip install -e '.[postgres]'") from None
     bindir = postgres_bindir()
     if bindir is None:
         raise ClusterUnavailable("no PostgreSQL server found: apt-get install postgresql")

@@ -117,7 +117,7 @@ def test_without_the_extra_the_error_says_what_to_install() -> None:
             "except ImportError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
-    assert "pip install 'rx_agent[postgres]'" in done.stdout, done.stderr
+    assert "pip install -e '.[postgres]'" in done.stdout, done.stderr
 
 
 class socket_port:
