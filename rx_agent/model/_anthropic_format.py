@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from rx_agent.message import (
     ChatUsage,
@@ -33,6 +33,9 @@ from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChu
 __all__ = [
     "ERROR_STATUS",
     "STOP_REASONS",
+    "AnthropicWire",
+    "anthropic_message",
+    "join_anthropic_messages",
     "parse_message",
     "parse_usage",
     "stop_reason",
@@ -73,24 +76,62 @@ def stop_reason(reason: str) -> str:
 
 def to_anthropic_messages(messages: Iterable[Msg]) -> tuple[str, list[JSONDict]]:
     """The ``system`` text and the ``messages`` array."""
+    return join_anthropic_messages([anthropic_message(m) for m in messages])
+
+
+class AnthropicWire(NamedTuple):
+    """One message's share of the request, which depends on that message alone (the
+    model keeps it, see ``_wire_cache``): read-only once made."""
+
+    system: str | None  # a system message's text (None: not a system message)
+    turn: JSONDict | None  # its turn, tool results first (None: nothing to send)
+
+
+def anthropic_message(msg: Msg) -> AnthropicWire:
+    """``msg``'s :class:`AnthropicWire`."""
+    if msg.role is Role.SYSTEM:
+        return AnthropicWire("\n".join(_texts(msg.content)), None)
+    role = "assistant" if msg.role is Role.ASSISTANT else "user"
+    blocks = _assistant_blocks(msg.content) if role == "assistant" else _user_blocks(msg)
+    if not blocks:
+        return AnthropicWire(None, None)  # an empty turn is rejected and tells nothing
+    blocks.sort(key=_results_last)
+    return AnthropicWire(None, {"role": role, "content": blocks})
+
+
+def _results_last(block: JSONDict) -> bool:
+    return bool(block["type"] != "tool_result")
+
+
+def join_anthropic_messages(wires: Iterable[AnthropicWire]) -> tuple[str, list[JSONDict]]:
+    """The ``system`` text and the ``messages`` array from each message's
+    :class:`AnthropicWire`, in order. Consecutive turns of one role are merged (into
+    a new turn: the wires' own are read-only), tool results leading."""
     system: list[str] = []
     turns: list[JSONDict] = []
-    for msg in messages:
-        if msg.role is Role.SYSTEM:
-            text = "\n".join(_texts(msg.content))
+    merged = False  # the last turn is this call's own (a merge), not a wire's
+    for text, turn in wires:
+        if text is not None:
             if text:
                 system.append(text)
             continue
-        role = "assistant" if msg.role is Role.ASSISTANT else "user"
-        blocks = _assistant_blocks(msg.content) if role == "assistant" else _user_blocks(msg)
-        if not blocks:
-            continue  # an empty turn is rejected and tells the model nothing
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
+        if turn is None:
+            continue
+        if turns and turns[-1]["role"] == turn["role"]:
+            last = turns[-1]
+            if merged:
+                last["content"].extend(turn["content"])
+            else:
+                turns[-1] = {"role": turn["role"], "content": [*last["content"],
+                                                               *turn["content"]]}
+                merged = True
         else:
-            turns.append({"role": role, "content": blocks})
-    for turn in turns:  # tool results lead their user turn, as the API requires
-        turn["content"].sort(key=lambda b: b["type"] != "tool_result")
+            if merged:
+                turns[-1]["content"].sort(key=_results_last)
+            turns.append(turn)
+            merged = False
+    if merged:
+        turns[-1]["content"].sort(key=_results_last)
     return "\n\n".join(system), turns
 
 

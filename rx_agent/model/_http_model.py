@@ -101,14 +101,41 @@ class HTTPChatModel(AsyncChatModel):
 
     # --------------------------------------------------------------- one call
 
-    @abc.abstractmethod
     def request_body(
         self,
         messages: Sequence[Msg],
         tools: Sequence[Mapping[str, Any]] = (),
         options: GenerateOptions | None = None,
     ) -> dict[str, Any]:
-        """The JSON body this model would send for one call (public for debugging)."""
+        """The JSON body this model would send for one call (public for debugging).
+
+        Built afresh: changing it changes nothing else. A call sends the same body
+        built from the wire forms the model keeps of each message and of the tool
+        schemas (``_wire_cache``), which are shared between calls and never changed."""
+        return self._body(messages, tools, options, cached=False)
+
+    @abc.abstractmethod
+    def _body(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[Mapping[str, Any]],
+        options: GenerateOptions | None,
+        *,
+        cached: bool,
+    ) -> dict[str, Any]:
+        """The request body; with ``cached``, from the wire forms kept between calls
+        (the body then shares their dicts: it is only encoded, never changed)."""
+
+    def _call_body(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[Mapping[str, Any]],
+        options: GenerateOptions | None,
+    ) -> dict[str, Any]:
+        """What a call sends: a subclass that overrides :meth:`request_body` is asked."""
+        if type(self).request_body is HTTPChatModel.request_body:
+            return self._body(messages, tools, options, cached=True)
+        return self.request_body(messages, tools, options)
 
     @staticmethod
     def _lay_options(body: dict[str, Any], opts: GenerateOptions, stop_key: str = "stop") -> None:
@@ -141,7 +168,7 @@ class HTTPChatModel(AsyncChatModel):
     ) -> AsyncIterator[ModelChunk]:
         transport = self._transport
         try:
-            body = self.request_body(messages, tools, options)
+            body = self._call_body(messages, tools, options)
             # Encoded here rather than by httpx so that a value JSON cannot carry
             # (in a tool schema, say) fails as a typed, non-retryable error.
             payload = json.dumps(body, ensure_ascii=False).encode()

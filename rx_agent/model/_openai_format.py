@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from rx_agent.message import (
     ChatUsage,
@@ -30,8 +30,11 @@ from rx_agent.message import (
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
 
 __all__ = [
+    "OpenAIWire",
     "ParsedCompletion",
     "ParsedToolCall",
+    "join_openai_messages",
+    "openai_message",
     "parse_completion",
     "parse_usage",
     "to_openai_messages",
@@ -61,28 +64,51 @@ def to_openai_messages(messages: Iterable[Msg]) -> list[JSONDict]:
       of tool messages as one user message: putting it between them would split the
       answers to one batch of calls, which the API rejects.
     """
+    return join_openai_messages([openai_message(m) for m in messages])
+
+
+class OpenAIWire(NamedTuple):
+    """One message's share of the ``messages`` array, which depends on that message
+    alone (the model keeps it, see ``_wire_cache``): read-only once made."""
+
+    tool_messages: list[JSONDict]  # one per ToolResultBlock
+    deferred: list[JSONDict]  # user content parts that wait for the run of tool messages
+    is_tool: bool  # a tool Msg: the run of tool messages goes on after it
+    message: JSONDict | None  # the message itself (None: nothing the model needs)
+
+
+def openai_message(msg: Msg) -> OpenAIWire:
+    """``msg``'s :class:`OpenAIWire`."""
+    results = [b for b in msg.content if isinstance(b, ToolResultBlock)]
+    others = [b for b in msg.content if not isinstance(b, ToolResultBlock)]
+    deferred: list[JSONDict] = []
+    tool_messages = [_tool_message(result, deferred) for result in results]
+    if msg.role is Role.TOOL:
+        # Whatever else a tool Msg holds can only reach the model as user content.
+        deferred.extend(_parts(others, images=True))
+        return OpenAIWire(tool_messages, deferred, True, None)
+    return OpenAIWire(tool_messages, deferred, False, _plain_message(msg.role, others))
+
+
+def join_openai_messages(wires: Iterable[OpenAIWire]) -> list[JSONDict]:
+    """The ``messages`` array from each message's :class:`OpenAIWire`, in order (the
+    entries are the wires' own dicts: the array is read-only too)."""
     out: list[JSONDict] = []
     deferred: list[JSONDict] = []  # user content parts waiting for the tool run to end
-
-    def flush() -> None:
+    for tool_messages, parts, is_tool, message in wires:
+        if tool_messages:
+            out.extend(tool_messages)
+        if parts:
+            deferred.extend(parts)
+        if is_tool:
+            continue
         if deferred:
             out.append({"role": "user", "content": _compact(deferred)})
-            deferred.clear()
-
-    for msg in messages:
-        results = [b for b in msg.content if isinstance(b, ToolResultBlock)]
-        others = [b for b in msg.content if not isinstance(b, ToolResultBlock)]
-        for result in results:
-            out.append(_tool_message(result, deferred))
-        if msg.role is Role.TOOL:
-            # Whatever else a tool Msg holds can only reach the model as user content.
-            deferred.extend(_parts(others, images=True))
-            continue
-        flush()
-        converted = _plain_message(msg.role, others)
-        if converted is not None:
-            out.append(converted)
-    flush()
+            deferred = []
+        if message is not None:
+            out.append(message)
+    if deferred:
+        out.append({"role": "user", "content": _compact(deferred)})
     return out
 
 

@@ -17,6 +17,8 @@ from rx_agent.message import Msg
 from rx_agent.options import GenerateOptions
 
 from ._anthropic_format import (
+    anthropic_message,
+    join_anthropic_messages,
     parse_message,
     to_anthropic_messages,
     to_anthropic_tool_choice,
@@ -25,6 +27,7 @@ from ._anthropic_format import (
 from ._anthropic_stream import AnthropicStreamParser
 from ._http import resolve_base_url
 from ._http_model import HTTPChatModel, StreamParser
+from ._wire_cache import ToolsCache, WireCache
 from .base import ModelChunk
 
 __all__ = ["AnthropicChatModel"]
@@ -90,28 +93,33 @@ class AnthropicChatModel(HTTPChatModel):
             generation_options=generation_options,
             key_hint="ANTHROPIC_API_KEY or api_key=",
         )
+        # Each message's wire form, and the tool schemas', made once (see _wire_cache).
+        self._wire_messages = WireCache(anthropic_message)
+        self._wire_tools = ToolsCache(to_anthropic_tools)
 
     def __repr__(self) -> str:
         return f"AnthropicChatModel(name={self.name!r}, base_url={self.base_url!r})"
 
-    def request_body(
+    def _body(
         self,
         messages: Sequence[Msg],
-        tools: Sequence[Mapping[str, Any]] = (),
-        options: GenerateOptions | None = None,
+        tools: Sequence[Mapping[str, Any]],
+        options: GenerateOptions | None,
+        *,
+        cached: bool,
     ) -> dict[str, Any]:
-        """The JSON body this model would send for one call (public for debugging)."""
         opts = options or GenerateOptions()
         body: dict[str, Any] = {"max_tokens": self.max_tokens, **self.generation_options}
         self._lay_options(body, opts, stop_key="stop_sequences")
-        wire_tools = to_anthropic_tools(tools)
+        wire_tools = self._wire_tools.get(tools) if cached else to_anthropic_tools(tools)
         if wire_tools:
             body["tools"] = wire_tools
             if opts.tool_choice is not None:
                 body["tool_choice"] = to_anthropic_tool_choice(opts.tool_choice)
         else:
             body.pop("tool_choice", None)  # rejected without tools (the summary call)
-        system, turns = to_anthropic_messages(messages)
+        system, turns = (join_anthropic_messages(self._wire_messages.values(messages))
+                         if cached else to_anthropic_messages(messages))
         for key in ("model", "messages", "stream", "system"):
             body.pop(key, None)
         head: dict[str, Any] = {"model": self.name}

@@ -1,0 +1,217 @@
+"""What a model derives from a message, computed once per message rather than once
+per call: the wire forms the HTTP adapters send, the scripted model's text length.
+
+A conversation grows by a message or two per model call while every call hands the
+model all of it. :class:`WireCache` keeps one :class:`ConversationCache` per
+conversation, found by its first non-system message (the system prompt may be a new
+message each call; the first one after it is the conversation's own), held weakly so
+that a finished conversation's cache goes with it, and at most :data:`CONVERSATIONS`
+of them, least recently used first out.
+
+Messages are mutable pydantic models, and a middleware may edit one in place
+(``msg.content.append(...)``, ``block.text = ...``, ``call.input["path"] = ...``) or
+put another in its place. So an entry is only reused when the message reads as it did
+when it was encoded: its role, then each block's fields, compared with a copy taken
+then (containers deep-copied). The check compares references and small dicts in C;
+encoding builds the wire dicts in Python, several times dearer. Two values that
+compare equal count as unchanged (``1`` and ``1.0``, ``True`` and ``1``): replacing
+one by the other in place keeps the old wire form.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from ..message import Msg, Role
+
+__all__ = ["CONVERSATIONS", "ConversationCache", "ToolsCache", "WireCache", "fingerprint"]
+
+T = TypeVar("T")
+
+CONVERSATIONS = 64
+"""How many conversations a :class:`WireCache` keeps (least recently used leaves)."""
+
+# Entries of messages no longer in the conversation (compressed away, replaced) are
+# dropped when they outnumber the live ones by this much.
+_SLACK = 32
+
+
+def fingerprint(msg: Msg) -> list[Any]:
+    """What a message's wire form depends on, by reference: its blocks' field dicts,
+    then its role. Cheap to build: nothing is copied."""
+    fields = msg.__dict__
+    found: list[Any] = [b.__dict__ for b in fields["content"]]
+    found.append(fields["role"])
+    return found
+
+
+def _snapshot(found: list[Any]) -> list[Any]:
+    """A copy of ``found`` that later edits of the message leave as it is."""
+    return [{k: copy.deepcopy(v) if isinstance(v, dict | list) else v
+             for k, v in item.items()} if isinstance(item, dict) else item
+            for item in found]
+
+
+class ConversationCache(Generic[T]):
+    """One conversation's derived values, by message (see the module docstring)."""
+
+    __slots__ = ("__weakref__", "entries", "first")
+
+    def __init__(self, first: Msg) -> None:
+        # The key message, weakly: nothing here holds a message, so the conversation's
+        # end (its messages freed) drops what was kept for it.
+        self.first = weakref.ref(first, _Clear(self))
+        self.entries: dict[int, tuple[list[Any], T]] = {}
+
+    def get(self, msg: Msg, compute: Callable[[Msg], T]) -> T:
+        """``compute(msg)``, or the value computed before for the same message read
+        the same way. An id of a freed message taken by a new one is harmless: the
+        new message is compared field by field too."""
+        found = fingerprint(msg)
+        key = id(msg)
+        entry = self.entries.get(key)
+        if entry is not None and entry[0] == found:
+            return entry[1]
+        value = compute(msg)
+        self.entries[key] = (_snapshot(found), value)
+        return value
+
+    def values(self, messages: Sequence[Msg], compute: Callable[[Msg], T]) -> list[T]:
+        """The value of each message, in order."""
+        entries = self.entries
+        out: list[T] = []
+        append = out.append
+        for msg in messages:
+            found = fingerprint(msg)
+            entry = entries.get(id(msg))
+            if entry is not None and entry[0] == found:
+                append(entry[1])
+                continue
+            value = compute(msg)
+            entries[id(msg)] = (_snapshot(found), value)
+            append(value)
+        if len(entries) > 2 * len(messages) + _SLACK:
+            self.prune(messages)
+        return out
+
+    def prune(self, messages: Sequence[Msg]) -> None:
+        """Keep only the entries of ``messages``."""
+        entries = self.entries
+        kept = {}
+        for msg in messages:
+            entry = entries.get(id(msg))
+            if entry is not None:
+                kept[id(msg)] = entry
+        self.entries = kept
+
+
+class _Clear:
+    """The key message's weakref callback: empties the conversation's entries (a
+    weak reference to the cache, so the callback makes no cycle)."""
+
+    __slots__ = ("cache",)
+
+    def __init__(self, cache: ConversationCache[Any]) -> None:
+        self.cache = weakref.ref(cache)
+
+    def __call__(self, _ref: object) -> None:
+        cache = self.cache()
+        if cache is not None:
+            cache.entries = {}  # one assignment: safe from any thread, at any time
+
+
+def _first(messages: Sequence[Msg]) -> Msg | None:
+    for msg in messages:
+        if msg.role is not Role.SYSTEM:
+            return msg
+    return None
+
+
+class WireCache(Generic[T]):
+    """The :class:`ConversationCache` of each conversation a model serves, at most
+    ``size`` of them. Safe to share between threads and event loops."""
+
+    __slots__ = ("_by_first", "_lock", "compute", "size")
+
+    def __init__(self, compute: Callable[[Msg], T], size: int = CONVERSATIONS) -> None:
+        self.compute = compute
+        self.size = size
+        self._by_first: OrderedDict[int, ConversationCache[T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._by_first)
+
+    def conversation(self, messages: Sequence[Msg]) -> ConversationCache[T] | None:
+        """The cache of the conversation ``messages`` belong to (``None`` when they
+        hold no message but system ones: nothing to key it on)."""
+        first = _first(messages)
+        if first is None:
+            return None
+        key = id(first)
+        with self._lock:
+            by_first = self._by_first
+            found = by_first.get(key)
+            if found is not None and found.first() is first:
+                by_first.move_to_end(key)
+                return found
+            found = by_first[key] = ConversationCache(first)
+            by_first.move_to_end(key)
+            if len(by_first) > self.size:
+                # The freed ones first (their callback emptied them), then the oldest.
+                for stale in [k for k, c in by_first.items() if c.first() is None]:
+                    del by_first[stale]
+                while len(by_first) > self.size:
+                    by_first.popitem(last=False)
+            return found
+
+    def values(self, messages: Sequence[Msg]) -> list[T]:
+        """``compute(m)`` of each message, from the cache where it is still valid."""
+        conversation = self.conversation(messages)
+        if conversation is None:
+            return [self.compute(m) for m in messages]
+        return conversation.values(messages, self.compute)
+
+
+class ToolsCache(Generic[T]):
+    """The wire form of a call's tool schemas, kept for the same schemas handed again
+    (an agent hands the same tuple every call while its toolkit is unchanged).
+
+    A hit is the same sequence object whose schema dicts still compare equal to a
+    copy taken when it was encoded (the ``parameters`` inside are the toolkit's own
+    objects, compared by reference first)."""
+
+    __slots__ = ("_entries", "_lock", "compute", "size")
+
+    def __init__(self, compute: Callable[[Sequence[Any]], T], size: int = 8) -> None:
+        self.compute = compute
+        self.size = size
+        self._entries: OrderedDict[int, tuple[Sequence[Any], list[Any], T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, tools: Sequence[Any]) -> T:
+        if not tools:
+            return self.compute(tools)
+        key = id(tools)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is tools and _same_schemas(entry[1], tools):
+            return entry[2]
+        value = self.compute(tools)
+        copies = [dict(t) if isinstance(t, dict) else t for t in tools]
+        with self._lock:
+            # The entry holds ``tools``: its id stays its own while the entry lives.
+            self._entries[key] = (tools, copies, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
+
+
+def _same_schemas(copies: list[Any], tools: Sequence[Any]) -> bool:
+    # One list comparison in C: each dict against its copy, values by reference first.
+    return copies == (tools if type(tools) is list else list(tools))
