@@ -12,7 +12,7 @@ import sys
 import warnings
 from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
@@ -22,6 +22,7 @@ __all__ = [
     "definition_problems",
     "has_alias",
     "reserved",
+    "schema_error",
     "split_docstring",
     "strip_titles",
     "type_name",
@@ -180,3 +181,26 @@ def warn_definition(tool: str, problems: list[str]) -> None:
         level, frame = level + 1, frame.f_back  # type: ignore[assignment]
     warnings.warn(f"tool {tool!r}: " + "; ".join(problems), ToolDefinitionWarning,
                   stacklevel=level)
+
+
+def schema_error(
+    tool: str, fields: dict[str, Any], names: dict[str, str], error: Exception
+) -> TypeError:
+    """Name the parameter whose type hint has no JSON schema (found by trying each
+    field alone; only on this error path)."""
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    for field, spec in fields.items():
+        try:
+            create_model(
+                "probe",
+                __config__=ConfigDict(arbitrary_types_allowed=True),
+                **{field: spec},
+            ).model_json_schema()
+        except Exception as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return TypeError(
+                f"tool {tool!r}: parameter {names[field]!r} has a type hint with no "
+                f"JSON schema ({type_name(spec[0])}): {reason}. Use a JSON-compatible "
+                "type (str, int, float, bool, list, dict, a pydantic model...)"
+            )
+    return TypeError(f"cannot build the JSON schema of tool {tool!r}: {reason}")

@@ -30,14 +30,15 @@ from ._schema import (
     definition_problems,
     has_alias,
     reserved,
+    schema_error,
     split_docstring,
     strip_titles,
-    type_name,
     validation_problems,
     warn_definition,
 )
 from ._threads import tool_threads
 from ._values import check_timeout as _check_timeout
+from ._views import DerivedViews, SchemaView, WatchedSchema, new_version
 
 __all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
 
@@ -50,7 +51,7 @@ class ToolArgumentError(RxAgentError, ValueError):
     """A tool call's arguments do not match the tool's schema."""
 
 
-class Tool:
+class Tool(WatchedSchema):
     """A function exposed to the model, with its schema and execution policy."""
 
     # Its own middlewares, outermost first (docs/concepts/tool-middleware.md).
@@ -161,7 +162,7 @@ class Tool:
             )
             schema = model.model_json_schema()
         except Exception as exc:
-            raise self._schema_error(fields, dict(names), exc) from exc
+            raise schema_error(self.name, fields, dict(names), exc) from exc
         self.definition_problems = definition_problems(self.name, self.description, checked)
         self._args_model = model
         self._fields: tuple[tuple[str, str], ...] = tuple(names)
@@ -170,28 +171,6 @@ class Tool:
         self._positional: tuple[str, ...] = tuple(positional)
         self.parameters: dict[str, Any] = strip_titles(schema)
         self.parameters.setdefault("properties", {})
-
-    def _schema_error(
-        self, fields: dict[str, Any], names: dict[str, str], error: Exception
-    ) -> TypeError:
-        """Name the parameter whose type hint has no JSON schema (found by trying each
-        field alone; only on this error path)."""
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        for field, spec in fields.items():
-            try:
-                create_model(
-                    "probe",
-                    __config__=ConfigDict(arbitrary_types_allowed=True),
-                    **{field: spec},
-                ).model_json_schema()
-            except Exception as exc:
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                return TypeError(
-                    f"tool {self.name!r}: parameter {names[field]!r} has a type hint with no "
-                    f"JSON schema ({type_name(spec[0])}): {reason}. Use a JSON-compatible "
-                    "type (str, int, float, bool, list, dict, a pydantic model...)"
-                )
-        return TypeError(f"cannot build the JSON schema of tool {self.name!r}: {reason}")
 
     # -- descriptor: ``@tool`` on a method binds like a method ----------------------
 
@@ -324,7 +303,7 @@ def tool(
     return wrap(fn) if fn is not None else wrap
 
 
-class Toolkit:
+class Toolkit(DerivedViews["Tool"]):
     """The tools an agent may call, by name."""
 
     def __init__(
@@ -336,6 +315,8 @@ class Toolkit:
         # says which listing of each binding _tools holds.
         self._sources: list[Any] = []
         self._installed: dict[int, int] = {}
+        self._version = new_version()
+        self._view = SchemaView()  # what calls offer the model (tool/_views.py)
         for fn in tools or ():
             self.register_tool(fn)
 
@@ -391,7 +372,7 @@ class Toolkit:
         if spec.name in self._tools:
             raise ValueError(f"a tool named {spec.name!r} is already registered")
         warn_definition(spec.name, spec.definition_problems)
-        self._tools[spec.name] = spec
+        self._put(spec)
         return spec
 
     def register_mcp(
@@ -439,6 +420,7 @@ class Toolkit:
             if self._installed.get(id(bound)) != bound.version:
                 self._tools = bound.install(self._tools)  # a new dict: readers never see a half
                 self._installed[id(bound)] = bound.version
+                self._changed()
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Decorator form of :meth:`register_tool` (``@toolkit.tool`` or with options)."""
@@ -459,12 +441,14 @@ class Toolkit:
         kit._tools = dict(self._tools)
         kit._sources = list(self._sources)  # MCP servers, listed on use
         kit._installed = dict(self._installed)  # which listing its MCP tools are from
+        kit._view = self._view.copied(self._version, kit._version)
         return kit
 
     def remove_tool(self, name: str) -> None:
         if name not in self._tools:
             raise KeyError(f"no tool named {name!r}")
         del self._tools[name]
+        self._changed()
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -483,7 +467,7 @@ class Toolkit:
         return list(self._tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        """One ``{"name", "description", "parameters"}`` dict per tool."""
+        """One ``{"name", "description", "parameters"}`` dict per tool (new dicts)."""
         return [t.schema for t in self._tools.values()]
 
     def __repr__(self) -> str:
