@@ -198,9 +198,10 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:5.2f}x" if b > 0 else "   inf"
 
 
-def run(smoke: bool, samples: int | None = None) -> tuple[list[tuple[str, str, str]], bool]:
+async def run(smoke: bool, samples: int | None = None
+              ) -> tuple[list[tuple[str, str, str]], bool]:
     """Measure and print; the summary rows (what, value, target) and whether a target
-    was missed."""
+    was missed (``benchmarks/run.py`` runs it as one of its sections)."""
     sizes = (20, 200) if smoke else (200, 2_000)
     turns = (5, 50) if smoke else (10, 1_000)
     counts = (10, 50) if smoke else (10, 100, 500)
@@ -236,7 +237,7 @@ def run(smoke: bool, samples: int | None = None) -> tuple[list[tuple[str, str, s
     calls = 3 if smoke else 40
     print(f"\n[tools] CPU per agent call (us, median of {calls * (1 if smoke else 5)}), "
           "schemas rebuilt every call vs kept, by toolkit size")
-    per_call = asyncio.run(tool_calls(counts, calls, 1 if smoke else 5))
+    per_call = await tool_calls(counts, calls, 1 if smoke else 5)
     base = counts[0]
     cells = "   ".join(f"{c:>3} tools: {per_call[c][0]:6.1f} / {per_call[c][1]:6.1f}"
                        for c in counts)
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     gc.collect()
     gc.freeze()  # the setup's objects never land in a timed sample's collection
-    rows, failed = run(args.smoke, args.samples)
+    rows, failed = asyncio.run(run(args.smoke, args.samples))
     print("\nSummary")
     for what, value, target in rows:
         print(f"  {what:<58} {value:>16}  {target}")
