@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from rx_agent.message import (
     ChatUsage,
@@ -79,24 +79,25 @@ def to_anthropic_messages(messages: Iterable[Msg]) -> tuple[str, list[JSONDict]]
     return join_anthropic_messages([anthropic_message(m) for m in messages])
 
 
-class AnthropicWire(NamedTuple):
-    """One message's share of the request, which depends on that message alone (the
-    model keeps it, see ``_wire_cache``): read-only once made."""
-
-    system: str | None  # a system message's text (None: not a system message)
-    turn: JSONDict | None  # its turn, tool results first (None: nothing to send)
+AnthropicWire = tuple[str | None, JSONDict | None]
+"""One message's share of the request, which depends on that message alone (the model
+keeps it, see ``_wire_cache``), read-only once made: a system message's text (else
+``None``), and its turn, tool results first (``None``: nothing to send)."""
 
 
 def anthropic_message(msg: Msg) -> AnthropicWire:
-    """``msg``'s :class:`AnthropicWire`."""
+    """``msg``'s :data:`AnthropicWire`."""
     if msg.role is Role.SYSTEM:
-        return AnthropicWire("\n".join(_texts(msg.content)), None)
-    role = "assistant" if msg.role is Role.ASSISTANT else "user"
-    blocks = _assistant_blocks(msg.content) if role == "assistant" else _user_blocks(msg)
+        return "\n".join(_texts(msg.content)), None
+    if msg.role is Role.ASSISTANT:
+        blocks = _assistant_blocks(msg.content)
+        role = "assistant"
+    else:
+        blocks = _user_blocks(msg)
+        role = "user"
     if not blocks:
-        return AnthropicWire(None, None)  # an empty turn is rejected and tells nothing
-    blocks.sort(key=_results_last)
-    return AnthropicWire(None, {"role": role, "content": blocks})
+        return None, None  # an empty turn is rejected and tells the model nothing
+    return None, {"role": role, "content": blocks}
 
 
 def _results_last(block: JSONDict) -> bool:
@@ -105,31 +106,29 @@ def _results_last(block: JSONDict) -> bool:
 
 def join_anthropic_messages(wires: Iterable[AnthropicWire]) -> tuple[str, list[JSONDict]]:
     """The ``system`` text and the ``messages`` array from each message's
-    :class:`AnthropicWire`, in order. Consecutive turns of one role are merged (into
+    :data:`AnthropicWire`, in order. Consecutive turns of one role are merged (into
     a new turn: the wires' own are read-only), tool results leading."""
     system: list[str] = []
     turns: list[JSONDict] = []
+    last_role = None
     merged = False  # the last turn is this call's own (a merge), not a wire's
     for text, turn in wires:
-        if text is not None:
+        if turn is None:
             if text:
                 system.append(text)
             continue
-        if turn is None:
-            continue
-        if turns and turns[-1]["role"] == turn["role"]:
-            last = turns[-1]
-            if merged:
-                last["content"].extend(turn["content"])
-            else:
-                turns[-1] = {"role": turn["role"], "content": [*last["content"],
-                                                               *turn["content"]]}
-                merged = True
-        else:
+        role = turn["role"]
+        if role != last_role:
             if merged:
                 turns[-1]["content"].sort(key=_results_last)
+                merged = False
             turns.append(turn)
-            merged = False
+            last_role = role
+        elif merged:
+            turns[-1]["content"].extend(turn["content"])
+        else:
+            turns[-1] = {"role": role, "content": [*turns[-1]["content"], *turn["content"]]}
+            merged = True
     if merged:
         turns[-1]["content"].sort(key=_results_last)
     return "\n\n".join(system), turns
@@ -155,14 +154,19 @@ def _assistant_blocks(blocks: Sequence[ContentBlock]) -> list[JSONDict]:
 
 
 def _user_blocks(msg: Msg) -> list[JSONDict]:
+    """A user turn's blocks, tool results first (as the API requires)."""
+    results: list[JSONDict] = []
     out: list[JSONDict] = []
     for block in msg.content:
         if isinstance(block, ToolResultBlock):
-            out.append(_tool_result(block))
+            results.append(_tool_result(block))
         elif isinstance(block, TextBlock | HintBlock):
             out.extend({"type": "text", "text": t} for t in _texts([block]))
         elif isinstance(block, DataBlock):
             out.append(_data(block))
+    if results:
+        results.extend(out)
+        return results
     return out
 
 

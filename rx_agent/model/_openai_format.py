@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from rx_agent.message import (
     ChatUsage,
@@ -67,31 +67,35 @@ def to_openai_messages(messages: Iterable[Msg]) -> list[JSONDict]:
     return join_openai_messages([openai_message(m) for m in messages])
 
 
-class OpenAIWire(NamedTuple):
-    """One message's share of the ``messages`` array, which depends on that message
-    alone (the model keeps it, see ``_wire_cache``): read-only once made."""
-
-    tool_messages: list[JSONDict]  # one per ToolResultBlock
-    deferred: list[JSONDict]  # user content parts that wait for the run of tool messages
-    is_tool: bool  # a tool Msg: the run of tool messages goes on after it
-    message: JSONDict | None  # the message itself (None: nothing the model needs)
+OpenAIWire = tuple[Sequence[JSONDict], Sequence[JSONDict], bool, JSONDict | None]
+"""One message's share of the ``messages`` array, which depends on that message alone
+(the model keeps it, see ``_wire_cache``), read-only once made: its tool messages
+(one per ``ToolResultBlock``), the user content parts that wait for the run of tool
+messages to end, whether it is a tool ``Msg`` (the run goes on after it), and the
+message itself (``None``: nothing the model needs). A plain tuple: one is made per
+message encoded."""
 
 
 def openai_message(msg: Msg) -> OpenAIWire:
-    """``msg``'s :class:`OpenAIWire`."""
-    results = [b for b in msg.content if isinstance(b, ToolResultBlock)]
-    others = [b for b in msg.content if not isinstance(b, ToolResultBlock)]
-    deferred: list[JSONDict] = []
-    tool_messages = [_tool_message(result, deferred) for result in results]
+    """``msg``'s :data:`OpenAIWire`."""
+    content = msg.content
+    results = [b for b in content if isinstance(b, ToolResultBlock)]
+    if results:
+        others: Sequence[ContentBlock] = [
+            b for b in content if not isinstance(b, ToolResultBlock)]
+        deferred: list[JSONDict] = []
+        tool_messages: Sequence[JSONDict] = [_tool_message(r, deferred) for r in results]
+    else:
+        others, deferred, tool_messages = content, [], ()
     if msg.role is Role.TOOL:
         # Whatever else a tool Msg holds can only reach the model as user content.
         deferred.extend(_parts(others, images=True))
-        return OpenAIWire(tool_messages, deferred, True, None)
-    return OpenAIWire(tool_messages, deferred, False, _plain_message(msg.role, others))
+        return tool_messages, deferred, True, None
+    return tool_messages, deferred or (), False, _plain_message(msg.role, others)
 
 
 def join_openai_messages(wires: Iterable[OpenAIWire]) -> list[JSONDict]:
-    """The ``messages`` array from each message's :class:`OpenAIWire`, in order (the
+    """The ``messages`` array from each message's :data:`OpenAIWire`, in order (the
     entries are the wires' own dicts: the array is read-only too)."""
     out: list[JSONDict] = []
     deferred: list[JSONDict] = []  # user content parts waiting for the tool run to end

@@ -235,7 +235,7 @@ def test_a_mutated_message_is_encoded_again_and_only_it() -> None:
     block.text = "Thank you!"
     (wire,) = [w for m, w in zip(msgs, cache.values(msgs), strict=True) if m is msgs[5]]
     assert counting.seen[len(msgs):] == [msgs[5]]
-    assert wire.message == {"role": "user", "content": "Thank you!"}
+    assert wire[3] == {"role": "user", "content": "Thank you!"}
 
 
 def test_the_system_prompt_changing_every_call_keeps_the_conversation() -> None:
@@ -295,7 +295,7 @@ def test_entries_of_messages_gone_from_the_conversation_are_dropped() -> None:
 
 def test_only_system_messages_are_encoded_without_a_cache() -> None:
     cache = WireCache(openai_message)
-    assert [w.message for w in cache.values([Msg("system", "alone")])] == [
+    assert [w[3] for w in cache.values([Msg("system", "alone")])] == [
         {"role": "system", "content": "alone"}]
     assert len(cache) == 0
 
