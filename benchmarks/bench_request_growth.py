@@ -6,18 +6,18 @@
 Three measurements, each printed with its "rebuilt every call" twin measured in the
 same run, the two taking turns sample by sample:
 
-1. request building (``OpenAIChatModel`` and ``AnthropicChatModel``, no network) on a
-   conversation of 200 and 2,000 messages (a turn: a question, an assistant message
-   with a tool call, its result, the answer; 200 characters each), two new messages
-   per request as in a real call. *kept*: the body a call sends, from the wire forms
-   the model keeps (``model/_wire_cache.py``); *rebuilt*: ``request_body``, which
-   encodes every message afresh (what every call did before);
+1. request building (``OpenAIChatModel`` and ``AnthropicChatModel``, no network): the
+   bytes a call sends, on a conversation of 200 and 2,000 messages (a turn: a
+   question, an assistant message with a tool call, its result, the answer; 200
+   characters each), two new messages per request as in a real call. *kept*: from
+   the JSON of each message the model keeps (``model/_wire_cache.py``); *rebuilt*:
+   ``request_body`` encoded, every message afresh (what every call did before);
 2. the scripted model's usage estimate at turn 10 and turn 1,000 (the prompt's text
    length): *kept* per message, against summing every message's text again;
 3. CPU per agent call (a model that answers without reading anything, so the
    figures are the runtime's) with 10, 100 and 500 tools: *kept*, the toolkit's
    schema view reused; *rebuilt*, the view invalidated before each call (what every
-   call did before). The same with the OpenAI adapter's body for 500 tools.
+   call did before). The same with the OpenAI adapter's request bytes for 500 tools.
 
 Medians of CPU time (``time.process_time``). Targets (not in ``--smoke``): a call
 with 500 tools at most 1.2x a call with 10.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import statistics
 import sys
 import time
@@ -79,12 +80,18 @@ def median_ms(xs: list[float]) -> float:
     return statistics.median(xs) * 1e3
 
 
-def sent_body(model: Any) -> Callable[[Sequence[Msg], Sequence[Any]], object]:
-    """What one call of ``model`` builds (the wire-form cache where there is one)."""
-    call_body = getattr(model, "_call_body", None)
-    if call_body is None:  # a tree without the cache: every call builds afresh
-        return lambda msgs, tools: model.request_body(msgs, tools)
-    return lambda msgs, tools: call_body(msgs, tools, None)
+def rebuilt_payload(model: Any) -> Callable[[Sequence[Msg], Sequence[Any]], bytes]:
+    """The bytes of a request encoded afresh: what every call did before."""
+    return lambda msgs, tools: json.dumps(model.request_body(msgs, tools),
+                                          ensure_ascii=False).encode()
+
+
+def sent_payload(model: Any) -> Callable[[Sequence[Msg], Sequence[Any]], bytes]:
+    """The bytes one call of ``model`` sends (from what it keeps, where it does)."""
+    call_payload = getattr(model, "_call_payload", None)
+    if call_payload is None:  # a tree without the cache: every call encodes afresh
+        return rebuilt_payload(model)
+    return lambda msgs, tools: call_payload(msgs, tools, None)
 
 
 def request_building(sizes: Sequence[int], samples: int
@@ -93,7 +100,7 @@ def request_building(sizes: Sequence[int], samples: int
     out: dict[str, dict[int, tuple[float, float]]] = {}
     for name, model in (("OpenAI", OpenAIChatModel("m", base_url="http://127.0.0.1:9")),
                         ("Anthropic", AnthropicChatModel("m", base_url="http://127.0.0.1:9"))):
-        send = sent_body(model)
+        send, rebuild = sent_payload(model), rebuilt_payload(model)
         out[name] = {}
         for n in sizes:
             base = conversation(n - 2)
@@ -103,7 +110,7 @@ def request_building(sizes: Sequence[int], samples: int
             for i in range(samples):
                 # Two new messages per call (the answer before it, the new question).
                 msgs = [*base, Msg("assistant", text("ok", i)), Msg("user", text("more", i))]
-                rebuilt.append(cpu(lambda msgs=msgs, model=model: model.request_body(msgs, ())))
+                rebuilt.append(cpu(lambda msgs=msgs, rebuild=rebuild: rebuild(msgs, ())))
                 kept.append(cpu(lambda msgs=msgs, send=send: send(msgs, ())))
             out[name][n] = (median_ms(rebuilt), median_ms(kept))
     return out
@@ -187,9 +194,9 @@ def tools_body(n: int, samples: int) -> tuple[float, float]:
     view = getattr(kit, "schema_view", None)
     schemas = tuple(view() if view is not None else kit.schemas())
     msgs = [Msg("user", "hi")]
-    send = sent_body(model)
+    send, rebuild = sent_payload(model), rebuilt_payload(model)
     send(msgs, schemas)
-    rebuilt = [cpu(lambda: model.request_body(msgs, schemas)) for _ in range(samples)]
+    rebuilt = [cpu(lambda: rebuild(msgs, schemas)) for _ in range(samples)]
     kept = [cpu(lambda: send(msgs, schemas)) for _ in range(samples)]
     return statistics.median(rebuilt) * 1e6, statistics.median(kept) * 1e6
 

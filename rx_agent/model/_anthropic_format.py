@@ -28,13 +28,17 @@ from rx_agent.message import (
     ToolUseBlock,
 )
 
+from ._wire_cache import encode_json
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
 
 __all__ = [
     "ERROR_STATUS",
     "STOP_REASONS",
+    "AnthropicJSON",
     "AnthropicWire",
     "anthropic_message",
+    "anthropic_message_json",
+    "join_anthropic_json",
     "join_anthropic_messages",
     "parse_message",
     "parse_usage",
@@ -132,6 +136,59 @@ def join_anthropic_messages(wires: Iterable[AnthropicWire]) -> tuple[str, list[J
     if merged:
         turns[-1]["content"].sort(key=_results_last)
     return "\n\n".join(system), turns
+
+
+AnthropicJSON = tuple[str | None, str | None, Sequence[bytes], Sequence[bytes]]
+"""A message's :data:`AnthropicWire` as the model keeps it: the system text, the
+turn's role (``None``: no turn), then its tool results and its other blocks, each
+already JSON (a merged turn's content is every tool result, then the rest)."""
+
+
+def anthropic_message_json(msg: Msg) -> AnthropicJSON:
+    """``msg``'s :data:`AnthropicJSON`."""
+    system, turn = anthropic_message(msg)
+    if turn is None:
+        return system, None, (), ()
+    blocks = [encode_json(b) for b in turn["content"]]
+    lead = 0
+    while lead < len(blocks) and turn["content"][lead]["type"] == "tool_result":
+        lead += 1
+    return None, turn["role"], blocks[:lead], blocks[lead:]
+
+
+def join_anthropic_json(wires: Iterable[AnthropicJSON]) -> tuple[str, list[bytes]]:
+    """The ``system`` text and the items of the ``messages`` array as JSON, from each
+    message's :data:`AnthropicJSON`: what ``json.dumps`` makes of each of
+    :func:`join_anthropic_messages`' turns."""
+    system: list[str] = []
+    out: list[bytes] = []
+    role: str | None = None
+    results: list[bytes] = []
+    others: list[bytes] = []
+    for text, turn_role, results_json, others_json in wires:
+        if turn_role is None:
+            if text:
+                system.append(text)
+            continue
+        if turn_role != role:
+            if role is not None:
+                out.append(_turn_json(role, results, others))
+            role, results, others = turn_role, [*results_json], [*others_json]
+        else:
+            results.extend(results_json)
+            others.extend(others_json)
+    if role is not None:
+        out.append(_turn_json(role, results, others))
+    return "\n\n".join(system), out
+
+
+_ROLES = {role: b'{"role": "' + role.encode() + b'", "content": [' for role in
+          ("user", "assistant")}
+
+
+def _turn_json(role: str, results: list[bytes], others: list[bytes]) -> bytes:
+    results.extend(others)
+    return _ROLES[role] + b", ".join(results) + b"]}"
 
 
 def _texts(blocks: Iterable[ContentBlock]) -> list[str]:

@@ -20,6 +20,7 @@ from rx_agent.options import GenerateOptions
 
 from ._http import EventParser, HTTPTransport, is_json, read_events
 from ._http_pool import ClientPool
+from ._wire_cache import encode_body
 from .base import AsyncChatModel, ModelChunk, UsageChunk
 from .errors import ModelError, ModelRequestError, ModelResponseError
 
@@ -123,19 +124,22 @@ class HTTPChatModel(AsyncChatModel):
         *,
         cached: bool,
     ) -> dict[str, Any]:
-        """The request body; with ``cached``, from the wire forms kept between calls
-        (the body then shares their dicts: it is only encoded, never changed)."""
+        """The request body; with ``cached``, its messages and tool schemas are the
+        JSON kept between calls (``RawJSON``, for :func:`encode_body`)."""
 
-    def _call_body(
+    def _call_payload(
         self,
         messages: Sequence[Msg],
         tools: Sequence[Mapping[str, Any]],
         options: GenerateOptions | None,
-    ) -> dict[str, Any]:
-        """What a call sends: a subclass that overrides :meth:`request_body` is asked."""
+    ) -> bytes:
+        """What a call sends: ``request_body``'s JSON, with the messages and the tool
+        schemas as kept encoded between calls (a subclass that overrides
+        :meth:`request_body` is asked instead)."""
         if type(self).request_body is HTTPChatModel.request_body:
-            return self._body(messages, tools, options, cached=True)
-        return self.request_body(messages, tools, options)
+            return encode_body(self._body(messages, tools, options, cached=True))
+        return json.dumps(self.request_body(messages, tools, options),
+                          ensure_ascii=False).encode()
 
     @staticmethod
     def _lay_options(body: dict[str, Any], opts: GenerateOptions, stop_key: str = "stop") -> None:
@@ -168,10 +172,9 @@ class HTTPChatModel(AsyncChatModel):
     ) -> AsyncIterator[ModelChunk]:
         transport = self._transport
         try:
-            body = self._call_body(messages, tools, options)
             # Encoded here rather than by httpx so that a value JSON cannot carry
             # (in a tool schema, say) fails as a typed, non-retryable error.
-            payload = json.dumps(body, ensure_ascii=False).encode()
+            payload = self._call_payload(messages, tools, options)
         except (TypeError, ValueError, KeyError) as exc:
             raise ModelRequestError(f"cannot build the request for {transport.shown_url}: "
                                     f"{exc}", url=transport.shown_url) from exc

@@ -27,14 +27,18 @@ from rx_agent.message import (
     ToolUseBlock,
 )
 
+from ._wire_cache import encode_json
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
 
 __all__ = [
+    "OpenAIJSON",
     "OpenAIWire",
     "ParsedCompletion",
     "ParsedToolCall",
+    "join_openai_json",
     "join_openai_messages",
     "openai_message",
+    "openai_message_json",
     "parse_completion",
     "parse_usage",
     "to_openai_messages",
@@ -113,6 +117,51 @@ def join_openai_messages(wires: Iterable[OpenAIWire]) -> list[JSONDict]:
             out.append(message)
     if deferred:
         out.append({"role": "user", "content": _compact(deferred)})
+    return out
+
+
+OpenAIJSON = bytes | tuple[Sequence[bytes], Sequence[JSONDict], bool, bytes | None]
+"""A message's :data:`OpenAIWire` as the model keeps it: the JSON of a plain message
+(the usual case: no tool messages, nothing deferred), else its tool messages' and its
+own JSON (the deferred parts stay dicts: they are sent joined with their
+neighbours')."""
+
+
+def openai_message_json(msg: Msg) -> OpenAIJSON:
+    """``msg``'s :data:`OpenAIJSON`."""
+    tool_messages, deferred, is_tool, message = openai_message(msg)
+    own = None if message is None else encode_json(message)
+    if own is not None and not tool_messages and not deferred and not is_tool:
+        return own
+    return [encode_json(m) for m in tool_messages], deferred, is_tool, own
+
+
+def join_openai_json(wires: Iterable[OpenAIJSON]) -> list[bytes]:
+    """The items of the ``messages`` array as JSON, from each message's
+    :data:`OpenAIJSON`: what ``json.dumps`` makes of each of
+    :func:`join_openai_messages`' entries."""
+    out: list[bytes] = []
+    append = out.append
+    deferred: list[JSONDict] = []
+    for wire in wires:
+        if isinstance(wire, bytes):
+            if deferred:
+                append(encode_json({"role": "user", "content": _compact(deferred)}))
+                deferred = []
+            append(wire)
+            continue
+        tool_json, parts, is_tool, message_json = wire
+        out.extend(tool_json)
+        deferred.extend(parts)
+        if is_tool:
+            continue
+        if deferred:
+            append(encode_json({"role": "user", "content": _compact(deferred)}))
+            deferred = []
+        if message_json is not None:
+            append(message_json)
+    if deferred:
+        append(encode_json({"role": "user", "content": _compact(deferred)}))
     return out
 
 

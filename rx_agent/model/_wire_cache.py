@@ -21,6 +21,7 @@ one by the other in place keeps the old wire form.
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import weakref
 from collections import OrderedDict
@@ -29,9 +30,50 @@ from typing import Any, Generic, TypeVar
 
 from ..message import Msg, Role
 
-__all__ = ["CONVERSATIONS", "ConversationCache", "ToolsCache", "WireCache", "fingerprint"]
+__all__ = ["CONVERSATIONS", "ConversationCache", "RawJSON", "ToolsCache", "WireCache",
+           "encode_body", "encode_json", "fingerprint"]
 
 T = TypeVar("T")
+
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def encode_json(value: Any) -> bytes:
+    """``json.dumps(value, ensure_ascii=False).encode()``, without building an
+    encoder per call."""
+    return _encode(value).encode()
+
+
+class RawJSON:
+    """A request body's array already encoded, item by item (a conversation's
+    messages, the tool schemas): :func:`encode_body` splices the items in."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[bytes]) -> None:
+        self.items = items
+
+    def __repr__(self) -> str:
+        return f"RawJSON(<{len(self.items)} items>)"
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """``json.dumps(body, ensure_ascii=False).encode()``, byte for byte, with each
+    :class:`RawJSON` value's items spliced in rather than encoded again (a large
+    array is copied twice: joined, then into the body)."""
+    pieces: list[bytes] = []
+    for key, value in body.items():
+        pieces.append(b", " if pieces else b"{")
+        pieces.append(encode_json(key))
+        if type(value) is RawJSON:
+            pieces.append(b": [")
+            pieces.append(b", ".join(value.items))
+            pieces.append(b"]")
+        else:
+            pieces.append(b": ")
+            pieces.append(encode_json(value))
+    pieces.append(b"}" if pieces else b"{}")
+    return b"".join(pieces)
 
 CONVERSATIONS = 64
 """How many conversations a :class:`WireCache` keeps (least recently used leaves)."""
@@ -193,11 +235,14 @@ class WireCache(Generic[T]):
 
 class ToolsCache(Generic[T]):
     """The wire form of a call's tool schemas, kept for the same schemas handed again
-    (an agent hands the same tuple every call while its toolkit is unchanged).
+    (an agent hands its toolkit's one tuple every call while the toolkit is unchanged,
+    ``Toolkit.schema_view``).
 
-    A hit is the same sequence object whose schema dicts still compare equal to a
-    copy taken when it was encoded (the ``parameters`` inside are the toolkit's own
-    objects, compared by reference first)."""
+    A hit is the same tuple, whose schema dicts still compare equal to a copy taken
+    when it was encoded. What a schema holds (its ``parameters``) is compared by
+    reference: a toolkit's schemas change by replacing a tool's ``parameters``, not
+    by editing them in place (the test suite checks that; ``tool/_views.py``). A
+    list is never kept: it may change in place."""
 
     __slots__ = ("_entries", "_lock", "compute", "size")
 
@@ -208,7 +253,7 @@ class ToolsCache(Generic[T]):
         self._lock = threading.Lock()
 
     def get(self, tools: Sequence[Any]) -> T:
-        if not tools:
+        if not tools or type(tools) is not tuple:
             return self.compute(tools)
         key = id(tools)
         entry = self._entries.get(key)
@@ -227,4 +272,4 @@ class ToolsCache(Generic[T]):
 
 def _same_schemas(copies: list[Any], tools: Sequence[Any]) -> bool:
     # One list comparison in C: each dict against its copy, values by reference first.
-    return copies == (tools if type(tools) is list else list(tools))
+    return copies == list(tools)

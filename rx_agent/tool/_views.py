@@ -10,6 +10,7 @@ one counter, so no two changes anywhere share a number.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Mapping
 from typing import Any, Generic, Protocol, TypeVar
@@ -64,9 +65,10 @@ class SchemaView:
         self.version = version  # the toolkit version the schemas are of
         self.edits = edits  # schema_edits() when they were built
         self.schemas = schemas
-        # RX_AGENT_CHECK_RECORDS (the test suite): copies to catch an edit in place.
+        # RX_AGENT_CHECK_RECORDS (the test suite): copies to catch an edit in place
+        # (deep: a model keeps the JSON of the schemas, parameters included).
         self.copies: list[dict[str, Any]] | None = (
-            [dict(s) for s in schemas] if CHECK_RECORDS else None)
+            copy.deepcopy(list(schemas)) if CHECK_RECORDS else None)
 
     def current(self, version: int) -> bool:
         return self.version == version and self.edits == _edits
@@ -81,7 +83,7 @@ class SchemaView:
             return self.schemas
         schemas = self.schemas = tuple(t.schema for t in tools.values())
         self.version, self.edits = version, edits
-        self.copies = [dict(s) for s in schemas] if CHECK_RECORDS else None
+        self.copies = copy.deepcopy(list(schemas)) if CHECK_RECORDS else None
         return schemas
 
     def after(self, old: int, new: int, added: Tool | None) -> SchemaView:

@@ -25,9 +25,9 @@ from rx_agent.message import (
     ToolUseBlock,
 )
 from rx_agent.model import ScriptedModel, UsageChunk
-from rx_agent.model._anthropic_format import anthropic_message
+from rx_agent.model._anthropic_format import anthropic_message, anthropic_message_json
 from rx_agent.model._http_model import HTTPChatModel
-from rx_agent.model._openai_format import openai_message
+from rx_agent.model._openai_format import openai_message, openai_message_json
 from rx_agent.model._wire_cache import CONVERSATIONS, ToolsCache, WireCache
 from rx_agent.model.anthropic import AnthropicChatModel
 from rx_agent.model.openai import OpenAIChatModel
@@ -73,7 +73,8 @@ MODELS: list[Callable[[], HTTPChatModel]] = [
 def sent(model: HTTPChatModel, messages: Sequence[Msg],
          tools: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The body a call of ``model`` sends (from the kept wire forms)."""
-    return model._call_body(messages, tools, None)
+    body: dict[str, Any] = json.loads(model._call_payload(messages, tools, None))
+    return body
 
 
 @pytest.fixture(params=["openai", "anthropic"])
@@ -87,6 +88,9 @@ def chat(request: pytest.FixtureRequest) -> HTTPChatModel:
 def test_a_call_sends_what_encoding_afresh_gives(chat: HTTPChatModel) -> None:
     msgs = conversation()
     fresh = chat.request_body(msgs, [WEATHER])
+    for _ in range(2):  # byte for byte, encoding every message or none
+        assert chat._call_payload(msgs, [WEATHER], None) == json.dumps(
+            fresh, ensure_ascii=False).encode()
     assert sent(chat, msgs, [WEATHER]) == fresh
     # Again (every wire form kept): the same; merged Anthropic turns did not grow the
     # kept turns they were made of.
@@ -117,8 +121,8 @@ def test_a_subclass_that_overrides_request_body_is_what_a_call_sends() -> None:
             body["metadata"] = {"tag": "mine"}
             return body
 
-    assert Tagged("m", base_url=NOWHERE)._call_body([Msg("user", "hi")], (), None)[
-        "metadata"] == {"tag": "mine"}
+    assert json.loads(Tagged("m", base_url=NOWHERE)._call_payload(
+        [Msg("user", "hi")], (), None))["metadata"] == {"tag": "mine"}
 
 
 # ------------------------------------------------------------------ hits and misses
@@ -136,7 +140,8 @@ class Counting:
         return self.encode(msg)
 
 
-@pytest.mark.parametrize("encode", [openai_message, anthropic_message])
+@pytest.mark.parametrize("encode", [openai_message, anthropic_message, openai_message_json,
+                                    anthropic_message_json])
 def test_an_unchanged_message_is_encoded_once(encode: Callable[[Msg], Any]) -> None:
     counting = Counting(encode)
     cache = WireCache(counting)
@@ -151,12 +156,15 @@ def test_an_unchanged_message_is_encoded_once(encode: Callable[[Msg], Any]) -> N
     assert counting.seen[len(msgs):] == [grown[-1]]  # only the new one
 
 
-def test_the_same_messages_through_a_model_share_their_wire_dicts(
-        chat: HTTPChatModel) -> None:
-    msgs = [Msg("user", "hi"), Msg("assistant", "hello"), Msg("user", "bye")]
-    one, two = sent(chat, msgs)["messages"], sent(chat, msgs)["messages"]
-    assert one == two
-    assert all(a is b for a, b in zip(one, two, strict=True))
+def test_a_model_encodes_an_unchanged_message_once(chat: HTTPChatModel) -> None:
+    msgs = conversation()
+    cache = chat._wire_messages
+    counting = Counting(cache.compute)
+    cache.compute = counting
+    sent(chat, msgs)
+    sent(chat, [*msgs, Msg("user", "one more")])
+    assert counting.seen[: len(msgs)] == msgs
+    assert len(counting.seen) == len(msgs) + 1 and counting.seen[-1].text == "one more"
 
 
 def edits() -> list[tuple[str, Callable[[list[Msg]], None]]]:
@@ -318,6 +326,10 @@ def test_tool_schemas_handed_again_are_encoded_once() -> None:
     assert cache.get(tools)[0]["description"] == "Changed in place."
     other = (dict(WEATHER), {"name": "clock", "description": "", "parameters": {}})
     assert len(cache.get(other)) == 2 and len(calls) == 3
+    listed = [dict(WEATHER)]  # a list may change in place: never kept
+    cache.get(listed)
+    listed.append({"name": "clock", "description": "", "parameters": {}})
+    assert len(cache.get(listed)) == 2 and len(calls) == 5
 
 
 def test_a_model_sends_the_tools_of_each_call(chat: HTTPChatModel) -> None:

@@ -104,6 +104,10 @@ def test_a_schema_changed_in_place_is_caught_in_the_test_suite() -> None:
     view[0]["description"] = "edited in place by a hook"
     with pytest.raises(RuntimeError, match="'echo' was changed in place"):
         kit.schema_view()
+    kit = Toolkit([echo])
+    kit.schema_view()[0]["parameters"]["properties"]["value"]["type"] = "string"
+    with pytest.raises(RuntimeError, match="'echo' was changed in place"):
+        kit.schema_view()
 
 
 # --------------------------------------------------------- what a model is offered
