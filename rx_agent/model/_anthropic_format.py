@@ -138,22 +138,25 @@ def join_anthropic_messages(wires: Iterable[AnthropicWire]) -> tuple[str, list[J
     return "\n\n".join(system), turns
 
 
-AnthropicJSON = tuple[str | None, str | None, Sequence[bytes], Sequence[bytes]]
+AnthropicJSON = tuple[str | None, str | None, Sequence[bytes], Sequence[bytes], bytes]
 """A message's :data:`AnthropicWire` as the model keeps it: the system text, the
-turn's role (``None``: no turn), then its tool results and its other blocks, each
-already JSON (a merged turn's content is every tool result, then the rest)."""
+turn's role (``None``: no turn), its tool results and its other blocks, each already
+JSON (a merged turn's content is every tool result, then the rest), and the JSON of
+its turn alone."""
 
 
 def anthropic_message_json(msg: Msg) -> AnthropicJSON:
     """``msg``'s :data:`AnthropicJSON`."""
     system, turn = anthropic_message(msg)
     if turn is None:
-        return system, None, (), ()
-    blocks = [encode_json(b) for b in turn["content"]]
+        return system, None, (), (), b""
+    content = turn["content"]
+    blocks = [encode_json(b) for b in content]
     lead = 0
-    while lead < len(blocks) and turn["content"][lead]["type"] == "tool_result":
+    while lead < len(blocks) and content[lead]["type"] == "tool_result":
         lead += 1
-    return None, turn["role"], blocks[:lead], blocks[lead:]
+    role = turn["role"]
+    return None, role, blocks[:lead], blocks[lead:], _turn_json(role, blocks)
 
 
 def join_anthropic_json(wires: Iterable[AnthropicJSON]) -> tuple[str, list[bytes]]:
@@ -163,32 +166,39 @@ def join_anthropic_json(wires: Iterable[AnthropicJSON]) -> tuple[str, list[bytes
     system: list[str] = []
     out: list[bytes] = []
     role: str | None = None
-    results: list[bytes] = []
-    others: list[bytes] = []
-    for text, turn_role, results_json, others_json in wires:
+    run: list[AnthropicJSON] = []  # the wires of the turn being joined
+    for wire in wires:
+        turn_role = wire[1]
         if turn_role is None:
-            if text:
-                system.append(text)
+            if wire[0]:
+                system.append(wire[0])
             continue
         if turn_role != role:
-            if role is not None:
-                out.append(_turn_json(role, results, others))
-            role, results, others = turn_role, [*results_json], [*others_json]
+            if run:
+                out.append(_merged(run))
+            role, run = turn_role, [wire]
         else:
-            results.extend(results_json)
-            others.extend(others_json)
-    if role is not None:
-        out.append(_turn_json(role, results, others))
+            run.append(wire)
+    if run:
+        out.append(_merged(run))
     return "\n\n".join(system), out
+
+
+def _merged(run: list[AnthropicJSON]) -> bytes:
+    """One turn from consecutive messages of one role: tool results first."""
+    if len(run) == 1:
+        return run[0][4]
+    role = run[0][1]
+    assert role is not None
+    return _turn_json(role, [b for w in run for b in w[2]] + [b for w in run for b in w[3]])
 
 
 _ROLES = {role: b'{"role": "' + role.encode() + b'", "content": [' for role in
           ("user", "assistant")}
 
 
-def _turn_json(role: str, results: list[bytes], others: list[bytes]) -> bytes:
-    results.extend(others)
-    return _ROLES[role] + b", ".join(results) + b"]}"
+def _turn_json(role: str, blocks: list[bytes]) -> bytes:
+    return _ROLES[role] + b", ".join(blocks) + b"]}"
 
 
 def _texts(blocks: Iterable[ContentBlock]) -> list[str]:
