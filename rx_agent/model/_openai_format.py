@@ -27,7 +27,7 @@ from rx_agent.message import (
     ToolUseBlock,
 )
 
-from ._wire_cache import encode_json
+from ._wire_cache import dumps, encode_json
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
 
 __all__ = [
@@ -238,9 +238,7 @@ def _data_part(block: DataBlock) -> JSONDict | None:
 def _tool_call(block: ToolUseBlock) -> JSONDict:
     # raw_input holds argument text that was not a JSON object; echo it verbatim so
     # the model sees what it actually produced.
-    arguments = block.raw_input if block.raw_input is not None else json.dumps(
-        block.input, ensure_ascii=False
-    )
+    arguments = block.raw_input if block.raw_input is not None else dumps(block.input)
     return {
         "id": block.id,
         "type": "function",
