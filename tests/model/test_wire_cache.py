@@ -28,7 +28,7 @@ from rx_agent.model import ScriptedModel, UsageChunk
 from rx_agent.model._anthropic_format import anthropic_message, anthropic_message_json
 from rx_agent.model._http_model import HTTPChatModel
 from rx_agent.model._openai_format import openai_message, openai_message_json
-from rx_agent.model._wire_cache import CONVERSATIONS, ToolsCache, WireCache
+from rx_agent.model._wire_cache import CONVERSATIONS, ToolsCache, WireCache, dumps
 from rx_agent.model.anthropic import AnthropicChatModel
 from rx_agent.model.openai import OpenAIChatModel
 from rx_agent.options import GenerateOptions
@@ -402,3 +402,25 @@ def test_the_scripted_usage_estimate_follows_edits() -> None:
     assert prompt_tokens(model, msgs) == 1100
     msgs.append(Msg("user", "z" * 40))
     assert prompt_tokens(model, msgs) == 1110
+
+
+# ------------------------------------------------------------------------- JSON
+
+
+@pytest.mark.parametrize("value", [
+    {"text": "héllo ✓ \u2028 \"quoted\"", "n": 1, "x": 1.5, "big": 10**30, "ok": True,
+     "none": None, "nested": [{"a": []}, {}], "nan": float("nan"), "inf": float("-inf")},
+    "plain", [], 0,
+])
+def test_dumps_is_json_dumps(value: Any) -> None:
+    assert dumps(value) == json.dumps(value, ensure_ascii=False)
+
+
+def test_dumps_refuses_what_json_dumps_refuses() -> None:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match="Circular reference"):
+        dumps(loop)
+    with pytest.raises(TypeError, match="set is not JSON serializable"):
+        dumps({"s": {1}})
+    assert dumps({"after": "errors"}) == '{"after": "errors"}'  # nothing left behind
