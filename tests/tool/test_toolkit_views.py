@@ -22,7 +22,7 @@ from rx_agent import (
     tool,
 )
 from rx_agent.message import ToolResultState
-from rx_agent.tool import CallerTools
+from rx_agent.tool import CallerTools, _views
 
 
 def echo(value: int) -> str:
@@ -97,8 +97,11 @@ def test_a_copy_starts_from_the_same_view_and_changes_alone() -> None:
     assert kit.schema_view() is view
 
 
-def test_a_schema_changed_in_place_is_caught_in_the_test_suite() -> None:
-    # RX_AGENT_CHECK_RECORDS=1 (tests/conftest.py): the shared schemas are checked.
+def test_a_schema_changed_in_place_is_caught_in_the_test_suite(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # RX_AGENT_CHECK_RECORDS=1, as tests/conftest.py sets it: the shared schemas are
+    # checked on every read.
+    monkeypatch.setattr(_views, "CHECK_RECORDS", True)
     kit = Toolkit([echo])
     view = kit.schema_view()
     view[0]["description"] = "edited in place by a hook"
