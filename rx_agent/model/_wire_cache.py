@@ -24,7 +24,7 @@ import copy
 import json
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from json.encoder import encode_basestring as _encode_basestring
@@ -143,10 +143,11 @@ class ConversationCache(Generic[T]):
 
     __slots__ = ("__weakref__", "entries", "first")
 
-    def __init__(self, first: Msg) -> None:
+    def __init__(self, first: Msg, dead: deque[int] | None = None) -> None:
         # The key message, weakly: nothing here holds a message, so the conversation's
-        # end (its messages freed) drops what was kept for it.
-        self.first = weakref.ref(first, _Clear(self))
+        # end (its messages freed) drops what was kept for it (and names its key in
+        # ``dead``, for the registry to drop).
+        self.first = weakref.ref(first, _Clear(self, id(first), dead))
         self.entries: dict[int, tuple[list[Any], T]] = {}
 
     def get(self, msg: Msg, compute: Callable[[Msg], T]) -> T:
@@ -205,18 +206,25 @@ class ConversationCache(Generic[T]):
 
 
 class _Clear:
-    """The key message's weakref callback: empties the conversation's entries (a
-    weak reference to the cache, so the callback makes no cycle)."""
+    """The key message's weakref callback: empties the conversation's entries and
+    names its key for the registry (a weak reference to the cache, so the callback
+    makes no cycle). It may run in any thread, at any allocation, even inside the
+    registry's own lock: one assignment and one append, nothing that waits."""
 
-    __slots__ = ("cache",)
+    __slots__ = ("cache", "dead", "key")
 
-    def __init__(self, cache: ConversationCache[Any]) -> None:
+    def __init__(self, cache: ConversationCache[Any], key: int,
+                 dead: deque[int] | None) -> None:
         self.cache = weakref.ref(cache)
+        self.key = key
+        self.dead = dead
 
     def __call__(self, _ref: object) -> None:
         cache = self.cache()
         if cache is not None:
-            cache.entries = {}  # one assignment: safe from any thread, at any time
+            cache.entries = {}
+        if self.dead is not None:
+            self.dead.append(self.key)
 
 
 def _first(messages: Sequence[Msg]) -> Msg | None:
@@ -230,12 +238,13 @@ class WireCache(Generic[T]):
     """The :class:`ConversationCache` of each conversation a model serves, at most
     ``size`` of them. Safe to share between threads and event loops."""
 
-    __slots__ = ("_by_first", "_lock", "compute", "size")
+    __slots__ = ("_by_first", "_dead", "_lock", "compute", "size")
 
     def __init__(self, compute: Callable[[Msg], T], size: int = CONVERSATIONS) -> None:
         self.compute = compute
         self.size = size
         self._by_first: OrderedDict[int, ConversationCache[T]] = OrderedDict()
+        self._dead: deque[int] = deque()  # keys of conversations whose first message went
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -254,14 +263,16 @@ class WireCache(Generic[T]):
             if found is not None and found.first() is first:
                 by_first.move_to_end(key)
                 return found
-            found = by_first[key] = ConversationCache(first)
+            dead = self._dead
+            while dead:  # the finished conversations first (their callbacks named them)
+                gone = dead.popleft()
+                stale = by_first.get(gone)
+                if stale is not None and stale.first() is None:
+                    del by_first[gone]
+            found = by_first[key] = ConversationCache(first, dead)
             by_first.move_to_end(key)
-            if len(by_first) > self.size:
-                # The freed ones first (their callback emptied them), then the oldest.
-                for stale in [k for k, c in by_first.items() if c.first() is None]:
-                    del by_first[stale]
-                while len(by_first) > self.size:
-                    by_first.popitem(last=False)
+            while len(by_first) > self.size:
+                by_first.popitem(last=False)  # then the least recently used
             return found
 
     def values(self, messages: Sequence[Msg]) -> list[T]:

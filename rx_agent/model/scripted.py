@@ -42,6 +42,10 @@ def _estimate_tokens(text_len: int) -> int:
     return max(1, text_len // 4)
 
 
+# From how many messages on the usage estimate keeps each message's text length.
+_KEPT_FROM = 32
+
+
 def _text_length(msg: Msg) -> int:
     """What the usage estimate counts of a message: its text and thinking."""
     return len(msg.text) + len(msg.thinking)
@@ -151,7 +155,9 @@ class ScriptedModel(ChatModel):
             else:
                 yield item  # an exception: the stream fails here
                 return
-        prompt = sum(self._lengths.values(messages))
+        # A short conversation is read again: cheaper than finding what was kept.
+        prompt = sum(self._lengths.values(messages)) if len(messages) > _KEPT_FROM else sum(
+            map(_text_length, messages))
         yield UsageChunk(ChatUsage(input_tokens=_estimate_tokens(prompt),
                                    output_tokens=_estimate_tokens(produced)))
         yield FinishChunk("tool_calls" if tool_index else "stop")

@@ -391,17 +391,20 @@ def prompt_tokens(model: ScriptedModel, msgs: Sequence[Msg]) -> int:
     return usage.usage.input_tokens
 
 
-def test_the_scripted_usage_estimate_follows_edits() -> None:
+@pytest.mark.parametrize("padding", [0, 40], ids=["short, read again", "long, kept"])
+def test_the_scripted_usage_estimate_follows_edits(padding: int) -> None:
     model = ScriptedModel([])
-    msgs = [Msg("user", "x" * 400), Msg("assistant", [ThinkingBlock(thinking="y" * 400)])]
+    msgs = [Msg("user", "x" * 400), Msg("assistant", [ThinkingBlock(thinking="y" * 400)]),
+            *[Msg("user", "") for _ in range(padding)]]
     assert prompt_tokens(model, msgs) == 200
-    assert prompt_tokens(model, msgs) == 200  # kept
+    assert prompt_tokens(model, msgs) == 200
     block = msgs[0].content[0]
     assert isinstance(block, TextBlock)
     block.text = "x" * 4000
     assert prompt_tokens(model, msgs) == 1100
     msgs.append(Msg("user", "z" * 40))
     assert prompt_tokens(model, msgs) == 1110
+    assert len(model._lengths) == (1 if padding else 0)
 
 
 # ------------------------------------------------------------------------- JSON
