@@ -37,6 +37,7 @@ from ._schema import (
     warn_definition,
 )
 from ._threads import tool_threads
+from ._values import InterruptMode, check_interrupt, check_side_effect
 from ._values import check_timeout as _check_timeout
 
 __all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
@@ -55,6 +56,11 @@ class Tool:
 
     # Its own middlewares, outermost first (docs/concepts/tool-middleware.md).
     middlewares: tuple[ToolMiddleware, ...] = ()
+    # Its effect must not happen twice: journaled in durable sessions, never rerun
+    # after a crash (docs/concepts/tool-middleware.md, "Side effects and interrupts").
+    side_effect: bool = False
+    # What agent.interrupt() does to a running call: "cancel" it, or let it "finish".
+    interrupt: InterruptMode = "cancel"
     with_middleware = with_middleware
     execute = execute_tool
 
@@ -70,6 +76,8 @@ class Tool:
         rules: Sequence[PermissionRule] = (),
         timeout: float | None = None,
         middlewares: Sequence[ToolMiddleware] = (),
+        side_effect: bool = False,
+        interrupt: InterruptMode = "cancel",
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a tool must be callable, got {type(fn).__name__}")
@@ -85,6 +93,10 @@ class Tool:
         self.external = external
         self.concurrency_safe = concurrency_safe
         self.timeout = _check_timeout(timeout)
+        if side_effect is not False:
+            self.side_effect = check_side_effect(self.name, side_effect)
+        if interrupt != "cancel" or not isinstance(interrupt, str):
+            self.interrupt = check_interrupt(self.name, interrupt)
         self.rules: tuple[PermissionRule, ...] = tuple(rules)
         if middlewares:
             self.middlewares = check_middlewares(self.name, middlewares)
@@ -283,6 +295,8 @@ def tool(
     rules: Sequence[PermissionRule] = (),
     timeout: float | None = None,
     middlewares: Sequence[ToolMiddleware] = (),
+    side_effect: bool = False,
+    interrupt: InterruptMode = "cancel",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -296,6 +310,8 @@ def tool(
     rules: Sequence[PermissionRule] = (),
     timeout: float | None = None,
     middlewares: Sequence[ToolMiddleware] = (),
+    side_effect: bool = False,
+    interrupt: InterruptMode = "cancel",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool: ``@tool`` or ``@tool(name=..., description=...)``.
 
@@ -306,7 +322,17 @@ def tool(
     gets an error result (the agent's ``tool_timeout`` applies when it is ``None``).
     ``middlewares`` wrap each call of the tool, wherever it runs (the first is the
     outermost; see :meth:`Tool.with_middleware`).
+
+    ``side_effect=True``: the tool's effect must not happen twice (a payment, an
+    email). In a durable session its call is journaled: marked started (and saved)
+    before the function is entered, its result saved before anybody sees it; a
+    worker that dies in between leaves a result that says the tool may have run, and
+    the tool is not run again. ``interrupt`` is what ``agent.interrupt()`` does to a
+    running call: ``"cancel"`` it (the default), or let it ``"finish"`` and keep
+    its real result (no other tool starts after the interrupt either way).
     """
+    check_side_effect(name, side_effect)  # at decoration time, even before the function
+    check_interrupt(name, interrupt)
 
     def wrap(f: Callable[..., Any]) -> Tool:
         return Tool(
@@ -319,6 +345,8 @@ def tool(
             rules=rules,
             timeout=timeout,
             middlewares=middlewares,
+            side_effect=side_effect,
+            interrupt=interrupt,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -350,6 +378,8 @@ class Toolkit:
         concurrency_safe: bool | None = None,
         rules: Sequence[PermissionRule] | None = None,
         timeout: float | None = None,
+        side_effect: bool | None = None,
+        interrupt: InterruptMode | None = None,
     ) -> Tool:
         """Register a function (or ``@tool``) — or every ``@tool`` method of an object.
 
@@ -357,7 +387,8 @@ class Toolkit:
         tool's default decision; ``external=True`` means the tool runs outside the
         agent (the agent asks the caller to run it); ``rules`` are permission rules
         for this tool only (predicates over its arguments, usually); ``timeout``
-        bounds one call in seconds (default: the tool's own, else the agent's).
+        bounds one call in seconds (default: the tool's own, else the agent's);
+        ``side_effect`` and ``interrupt`` are :func:`tool`'s (default: the tool's own).
         """
         if permission is not None and permission not in _PERMISSIONS:
             raise ValueError(f"permission must be one of {_PERMISSIONS}, got {permission!r}")
@@ -370,7 +401,8 @@ class Toolkit:
             last: Tool | None = None
             for method in methods:
                 last = self.register_tool(
-                    method, permission, external, concurrency_safe=concurrency_safe
+                    method, permission, external, concurrency_safe=concurrency_safe,
+                    side_effect=side_effect, interrupt=interrupt,
                 )
             assert last is not None
             return last
@@ -387,6 +419,10 @@ class Toolkit:
             rules=rules if rules is not None else (base.rules if base else ()),
             timeout=timeout if timeout is not None else (base.timeout if base else None),
             middlewares=base.middlewares if base else (),
+            side_effect=side_effect if side_effect is not None
+            else (base.side_effect if base else False),
+            interrupt=interrupt if interrupt is not None
+            else (base.interrupt if base else "cancel"),
         )
         if spec.name in self._tools:
             raise ValueError(f"a tool named {spec.name!r} is already registered")
@@ -405,6 +441,8 @@ class Toolkit:
         rules: Sequence[PermissionRule] = (),
         timeout: float | None = None,
         concurrency_safe: bool | None = None,
+        side_effect: bool = False,
+        interrupt: InterruptMode = "cancel",
     ) -> None:
         """Add the tools of an MCP server (an :class:`~rx_agent.McpToolSource`).
 
@@ -413,14 +451,16 @@ class Toolkit:
         changed. A tool keeps the server's name, or gets ``f"{prefix}_{name}"``;
         ``include`` / ``exclude`` are server tool names or globs. ``permission``,
         ``rules`` and ``timeout`` apply to each of its tools as to a local tool's;
-        ``concurrency_safe`` defaults to the server's ``readOnlyHint``.
+        ``concurrency_safe`` defaults to the server's ``readOnlyHint``; ``side_effect``
+        and ``interrupt`` are :func:`tool`'s, for each of its tools.
         """
         if not callable(getattr(source, "bind", None)):
             raise TypeError("register_mcp takes an McpToolSource (McpToolSource.stdio(...) or "
                             f".http(...)), got {type(source).__name__} {source!r}")
         bound = source.bind(prefix=prefix, include=include, exclude=exclude,
                             permission=permission, rules=rules, timeout=timeout,
-                            concurrency_safe=concurrency_safe)
+                            concurrency_safe=concurrency_safe, side_effect=side_effect,
+                            interrupt=interrupt)
         for other in self._sources:
             if other.source is source and other.prefix == bound.prefix:
                 raise ValueError(f"{source!r} is registered already with prefix {prefix!r}")
