@@ -21,22 +21,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..event import AgentEvent, ToolResultEndEvent
 from ..message import ToolResultBlock, ToolUseBlock
 from ..tool._run import Emit
 from ..tool.toolkit import Toolkit
 from ._journal import batch_message, forget, mark_finished, mark_started
-
-if TYPE_CHECKING:
-    from ._batch import Batch
+from ._steps import CallScope
 
 __all__ = ["CUT_TEXT", "BatchFlags"]
 
 CUT_TEXT = ("Interrupted while it ran. The tool has side effects: it may have taken "
             "effect, in full or in part. Check before calling it again.")
 """The result of a side-effect call an interrupt cancelled while it ran."""
+
+
+class Batch(Protocol):
+    """What the flags use of their batch (``agent/_batch.py``)."""
+
+    scope: CallScope
+    calls: tuple[ToolUseBlock, ...]
+    reply_id: str
+
+    def starting(self, call: ToolUseBlock) -> bool | Awaitable[bool]: ...
+
+    def record(self, call_id: str, block: ToolResultBlock) -> None: ...
+
+    async def save(self) -> bool: ...
 
 
 class BatchFlags:
@@ -115,10 +127,15 @@ class BatchFlags:
         scope = batch.scope
         journaled = self.journal and call.id in self.side
         held = _HeldEnd(emit, call.id) if journaled else None
+        out = held.emit if held is not None else emit
+
+        async def execute() -> ToolResultBlock:
+            return await scope.execute_tool(scope.toolkit, call, scope.tool_ctx, out,
+                                            scope.source, batch.reply_id,
+                                            scope.config.tool_timeout, scope, batch.starting)
+
         assert scope.loop is not None
-        task = scope.loop.create_task(scope.execute_tool(
-            scope.toolkit, call, scope.tool_ctx, held.emit if held is not None else emit,
-            scope.source, batch.reply_id, scope.config.tool_timeout, scope, batch.starting))
+        task = scope.loop.create_task(execute())
         self.tasks[call.id] = task
         try:
             block = await task

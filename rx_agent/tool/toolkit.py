@@ -14,10 +14,9 @@ import inspect
 import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from typing import Any, get_type_hints, overload
+from typing import Any, overload
 
-from pydantic import ConfigDict, Field, ValidationError, create_model
-from pydantic.fields import FieldInfo
+from pydantic import ConfigDict, ValidationError, create_model
 
 from ..context import RuntimeContext
 from ..errors import RxAgentError
@@ -27,12 +26,11 @@ from ._codes import remember_code
 from ._middleware import ToolMiddleware, check_middlewares, execute_tool, with_middleware
 from ._run import NOT_STARTED, SyncAwaitable
 from ._schema import (
+    argument_fields,
     definition_problems,
-    has_alias,
-    reserved,
+    schema_error,
     split_docstring,
     strip_titles,
-    type_name,
     validation_problems,
     warn_definition,
 )
@@ -56,10 +54,8 @@ class Tool:
 
     # Its own middlewares, outermost first (docs/concepts/tool-middleware.md).
     middlewares: tuple[ToolMiddleware, ...] = ()
-    # Its effect must not happen twice: journaled in durable sessions, never rerun
-    # after a crash (docs/concepts/tool-middleware.md, "Side effects and interrupts").
+    # Declared by @tool (docs/concepts/tool-middleware.md, "Side effects and interrupts").
     side_effect: bool = False
-    # What agent.interrupt() does to a running call: "cancel" it, or let it "finish".
     interrupt: InterruptMode = "cancel"
     with_middleware = with_middleware
     execute = execute_tool
@@ -93,10 +89,8 @@ class Tool:
         self.external = external
         self.concurrency_safe = concurrency_safe
         self.timeout = _check_timeout(timeout)
-        if side_effect is not False:
-            self.side_effect = check_side_effect(self.name, side_effect)
-        if interrupt != "cancel" or not isinstance(interrupt, str):
-            self.interrupt = check_interrupt(self.name, interrupt)
+        self.side_effect = check_side_effect(self.name, side_effect)
+        self.interrupt = check_interrupt(self.name, interrupt)
         self.rules: tuple[PermissionRule, ...] = tuple(rules)
         if middlewares:
             self.middlewares = check_middlewares(self.name, middlewares)
@@ -119,52 +113,9 @@ class Tool:
     def _build_model(self, fn: Callable[..., Any], docs: dict[str, str]) -> None:
         """Set the arguments model, the JSON schema and how arguments reach ``fn``.
 
-        Every parameter the model fills is a field. Names pydantic would drop or
-        misread (``_x``, ``model_config``, ``json``...) get an internal field name and
-        keep their own name as the alias, which is what the schema and validation use.
+        Every parameter the model fills is a field (:func:`argument_fields`).
         """
-        sig = inspect.signature(fn)
-        try:
-            hints = get_type_hints(fn, include_extras=True)
-        except Exception as exc:  # unresolved forward refs: say which tool
-            raise TypeError(f"cannot read the type hints of tool {self.name!r}: {exc}") from exc
-        fields: dict[str, Any] = {}
-        names: list[tuple[str, str]] = []  # (field name, parameter name)
-        ctx_params: list[str] = []
-        positional: list[str] = []
-        checked: list[tuple[str, bool, Any, Any]] = []  # what the model will miss
-        for index, (pname, param) in enumerate(sig.parameters.items()):
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            if param.kind is param.POSITIONAL_ONLY:
-                positional.append(pname)
-            annotation = hints.get(pname, Any)
-            if annotation is RuntimeContext or annotation == RuntimeContext | None:
-                ctx_params.append(pname)
-                continue
-            default = ... if param.default is param.empty else param.default
-            checked.append((pname, pname in hints, annotation, default))
-            info: Any
-            if isinstance(default, FieldInfo):
-                if default.description is None and pname in docs:
-                    default.description = docs[pname]
-                info = default
-            elif pname in docs:
-                info = Field(default, description=docs[pname])
-            else:
-                # Plain default: an Annotated[..., Field(...)] keeps its own metadata.
-                info = default
-            field = pname
-            if reserved(pname):
-                field = f"arg_{index}"
-                while field in sig.parameters:
-                    field += "_"
-                if not has_alias(annotation, info):
-                    alias = Field(alias=pname)
-                    info = (FieldInfo.merge_field_infos(info, alias)
-                            if isinstance(info, FieldInfo) else Field(info, alias=pname))
-            fields[field] = (annotation, info)
-            names.append((field, pname))
+        fields, names, ctx_params, positional, checked = argument_fields(self.name, fn, docs)
         try:
             model = create_model(
                 f"{self.name}_arguments",
@@ -173,7 +124,7 @@ class Tool:
             )
             schema = model.model_json_schema()
         except Exception as exc:
-            raise self._schema_error(fields, dict(names), exc) from exc
+            raise schema_error(self.name, fields, dict(names), exc) from exc
         self.definition_problems = definition_problems(self.name, self.description, checked)
         self._args_model = model
         self._fields: tuple[tuple[str, str], ...] = tuple(names)
@@ -182,28 +133,6 @@ class Tool:
         self._positional: tuple[str, ...] = tuple(positional)
         self.parameters: dict[str, Any] = strip_titles(schema)
         self.parameters.setdefault("properties", {})
-
-    def _schema_error(
-        self, fields: dict[str, Any], names: dict[str, str], error: Exception
-    ) -> TypeError:
-        """Name the parameter whose type hint has no JSON schema (found by trying each
-        field alone; only on this error path)."""
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        for field, spec in fields.items():
-            try:
-                create_model(
-                    "probe",
-                    __config__=ConfigDict(arbitrary_types_allowed=True),
-                    **{field: spec},
-                ).model_json_schema()
-            except Exception as exc:
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                return TypeError(
-                    f"tool {self.name!r}: parameter {names[field]!r} has a type hint with no "
-                    f"JSON schema ({type_name(spec[0])}): {reason}. Use a JSON-compatible "
-                    "type (str, int, float, bool, list, dict, a pydantic model...)"
-                )
-        return TypeError(f"cannot build the JSON schema of tool {self.name!r}: {reason}")
 
     # -- descriptor: ``@tool`` on a method binds like a method ----------------------
 
@@ -323,15 +252,12 @@ def tool(
     ``middlewares`` wrap each call of the tool, wherever it runs (the first is the
     outermost; see :meth:`Tool.with_middleware`).
 
-    ``side_effect=True``: the tool's effect must not happen twice (a payment, an
-    email). In a durable session its call is journaled: marked started (and saved)
-    before the function is entered, its result saved before anybody sees it; a
-    worker that dies in between leaves a result that says the tool may have run, and
-    the tool is not run again. ``interrupt`` is what ``agent.interrupt()`` does to a
-    running call: ``"cancel"`` it (the default), or let it ``"finish"`` and keep
-    its real result (no other tool starts after the interrupt either way).
+    ``side_effect=True``: its effect must not happen twice; in a durable session a
+    call is journaled and never run again after a crash (its result says it may have
+    run). ``interrupt``: ``agent.interrupt()`` cancels a running call (``"cancel"``,
+    the default) or lets it ``"finish"`` and keeps its result.
     """
-    check_side_effect(name, side_effect)  # at decoration time, even before the function
+    check_side_effect(name, side_effect)  # at decoration time, before the function
     check_interrupt(name, interrupt)
 
     def wrap(f: Callable[..., Any]) -> Tool:

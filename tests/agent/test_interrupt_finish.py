@@ -215,6 +215,7 @@ async def test_a_finish_tool_that_has_not_started_does_not_start_after_an_interr
                                                      layer="none")))
     ctx = RuntimeContext(session_id="s")
     events, final = await _interrupted(agent, ctx, calls, "q1")
+    assert final.generate_reason is GenerateReason.INTERRUPTED
     assert calls.entered == ["q1"] and calls.cancelled == ["q1"]
     states = [(r.id, r.state) for r in tool_results(ctx.agent_state.context)]
     assert states == [("q1", ToolResultState.INTERRUPTED), ("s1", ToolResultState.INTERRUPTED)]
@@ -265,7 +266,7 @@ def test_bad_flag_values_fail_at_decoration_time_naming_the_flag() -> None:
     with pytest.raises(ValueError, match=r"interrupt must be"):
         Toolkit().register_tool(fn, interrupt="stop")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"side_effect must be True or False"):
-        Toolkit().register_tool(fn, side_effect=None or "no")  # type: ignore[arg-type]
+        Toolkit().register_tool(fn, side_effect="no")  # type: ignore[arg-type]
 
 
 def test_toolkit_registration_sets_or_keeps_the_flags() -> None:

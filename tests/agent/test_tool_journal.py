@@ -95,7 +95,7 @@ def toolkit(store: SqliteSessionStore, seen: Seen) -> Toolkit:
 # -- what is journaled, and when -----------------------------------------------------------
 
 
-async def test_the_started_mark_is_stored_before_the_tool_runs_and_the_result_before_it_is_published(
+async def test_the_start_is_stored_before_the_tool_runs_and_the_result_before_it_is_published(
         store: SqliteSessionStore) -> None:
     seen = Seen()
     model = ScriptedModel([[ToolUseBlock("p1", "pay", {"amount": 5}),
