@@ -9,6 +9,7 @@ processes are in ``test_durable_sessions.py``.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,50 @@ def test_an_unreadable_finished_entry_is_answered_as_may_have_run() -> None:
     blocks = recover_journaled(state)
     assert [(b.id, b.output) for b in blocks] == [("p1", MAY_HAVE_RUN_TEXT),
                                                  ("p2", MAY_HAVE_RUN_TEXT)]
+
+
+async def test_a_side_effect_whose_start_mark_cannot_be_saved_does_not_run(
+        tmp_path: Path) -> None:
+    """The store refuses the start mark (another connection holds the database's
+    write lock past the store's busy timeout): the tool is not entered, and the call
+    fails with the store's error."""
+    path = tmp_path / "locked.db"
+    store = SqliteSessionStore(path, timeout=0.2)
+    runs: list[str] = []
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    @tool
+    def lock_the_store() -> str:
+        """Another writer takes the database (a real SQLite lock)."""
+        blocker.execute("BEGIN EXCLUSIVE")
+        return "locked"
+
+    @tool(side_effect=True)
+    def pay(amount: int) -> str:
+        """Pay."""
+        runs.append("pay")
+        return "paid"
+
+    model = ScriptedModel([[ToolUseBlock("k1", "lock_the_store", {}),
+                            ToolUseBlock("p1", "pay", {"amount": 1})], "never"])
+    # The lock also keeps the lease from being released: a short ttl frees it.
+    agent = make_agent(model, toolkit=Toolkit([lock_the_store, pay]), session_store=store,
+                       session_lease_ttl=0.5)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            await agent.acall("pay", ctx())
+        assert runs == []
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    # The mark never reached the store: the next call answers pay as any unfinished
+    # call (it never ran), and nothing runs again.
+    model2 = ScriptedModel(["ok"])
+    agent2 = make_agent(model2, toolkit=Toolkit([lock_the_store, pay]), session_store=store,
+                        session_wait=5)
+    await agent2.acall("again?", ctx())
+    assert runs == []
+    state = store.load(KEY)
+    assert state is not None
+    assert_no_orphan_tool_calls(state.context)
+    store.close()
