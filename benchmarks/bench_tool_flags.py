@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import tempfile
 import time
 from pathlib import Path
@@ -59,10 +60,14 @@ async def main(rounds: int, repeats: int) -> None:
         durable = SqliteSessionStore(Path(folder) / "bench.db")
         stores: dict[str, Any] = {"memory": None, "sqlite": durable}
         samples: dict[tuple[str, str], list[float]] = {}
+        names = list(VARIANTS)
         for i in range(repeats + 1):  # the first pass warms up
             for kind, store in stores.items():
-                for name, flags in VARIANTS.items():
-                    t = await per_round(flags, rounds, store, f"{kind}-{name}-{i}")
+                # A different variant goes first each pass: what follows the other
+                # kind's runs (the store's threads settling) hits each in turn.
+                for name in names[i % 3:] + names[:i % 3]:
+                    gc.collect()
+                    t = await per_round(VARIANTS[name], rounds, store, f"{kind}-{name}-{i}")
                     if i:
                         samples.setdefault((kind, name), []).append(t)
         await durable.aclose()
