@@ -328,3 +328,32 @@ async def test_a_side_effect_whose_start_mark_cannot_be_saved_does_not_run(
     assert state is not None
     assert_no_orphan_tool_calls(state.context)
     store.close()
+
+
+async def test_an_interrupt_lets_a_journaled_finish_tool_end_and_keeps_its_saved_result(
+        store: SqliteSessionStore) -> None:
+    entered = asyncio.Event()
+    go = asyncio.Event()
+
+    @tool(side_effect=True, interrupt="finish")
+    async def book(seat: str) -> str:
+        """Book a seat (an interrupt waits for it)."""
+        entered.set()
+        await go.wait()
+        return f"booked {seat}"
+
+    model = ScriptedModel([[ToolUseBlock("b1", "book", {"seat": "12A"})], "never"])
+    agent = make_agent(model, toolkit=Toolkit([book]), session_store=store)
+    c = ctx()
+    reply = asyncio.ensure_future(agent.acall("book it", c))
+    await asyncio.wait_for(entered.wait(), 5)
+    agent.interrupt(c)
+    await asyncio.sleep(0.05)
+    assert journal(store) == {"b1": {"state": "started", "tool": "book"}}
+    go.set()
+    msg = await asyncio.wait_for(reply, 5)
+    assert msg.generate_reason is GenerateReason.INTERRUPTED
+    (result,) = tool_results(store.load(KEY).context)
+    assert (result.state, result.output) == (ToolResultState.SUCCESS, "booked 12A")
+    assert journal(store) is None
+    assert len(model.calls) == 1
