@@ -30,6 +30,11 @@ flag and, at the loop's next turn, cuts the running step's stream
   written in call order, ``INTERRUPTED`` for those without one;
 * the reply ends: the driver's ``close`` step (``CallScope.close_interrupted``)
   answers any call still open and stores the final ``INTERRUPTED`` message.
+
+A tool declared ``interrupt="finish"`` is the exception (:mod:`._batch_flags`): while
+one runs, the cut is not made (:meth:`Batch.finishing`); the running ``"cancel"``
+calls are cancelled, the batch ends when the finishing calls return, with their real
+results, and the driver then closes the reply as above.
 """
 
 from __future__ import annotations
