@@ -19,7 +19,9 @@ from conftest import make_agent, of_type, tool_results
 
 from rx_agent import (
     AgentEvent,
+    ExtensionPoint,
     GenerateReason,
+    MiddlewareBase,
     Msg,
     Role,
     RuntimeContext,
@@ -38,6 +40,7 @@ from rx_agent.agent._journal import JOURNAL_KEY, MAY_HAVE_RUN_TEXT, recover_jour
 from rx_agent.context import AgentState
 from rx_agent.session import InMemorySessionStore, SessionKey, SqliteSessionStore
 from rx_agent.testing import assert_no_orphan_tool_calls
+from rx_agent.tool import answer
 
 KEY = SessionKey("u", "s")
 
@@ -75,8 +78,20 @@ class Seen:
         self.inside: list[Any] = []  # what the store held while a tool ran
 
 
-def toolkit(store: SqliteSessionStore, seen: Seen) -> Toolkit:
-    @tool(side_effect=True)
+class PassThrough(MiddlewareBase):
+    def active_points(self) -> set[ExtensionPoint]:
+        return {ExtensionPoint.ON_ACTING}
+
+    def on_acting(self, agent: Any, ctx: Any, input: Any, next: Any) -> Any:
+        return next(input)
+
+
+def _pass(tool: Any, ctx: Any, call: Any, next: Any) -> Any:
+    return next(call)
+
+
+def toolkit(store: SqliteSessionStore, seen: Seen, layer: str = "none") -> Toolkit:
+    @tool(side_effect=True, middlewares=[_pass] if layer == "tool-middleware" else [])
     def pay(amount: int) -> str:
         """Pay an amount (must not happen twice)."""
         seen.inside.append(("pay", journal(store), stored_roles(store)))
@@ -96,12 +111,14 @@ def toolkit(store: SqliteSessionStore, seen: Seen) -> Toolkit:
 # -- what is journaled, and when -----------------------------------------------------------
 
 
+@pytest.mark.parametrize("layer", ["none", "on_acting", "tool-middleware"])
 async def test_the_start_is_stored_before_the_tool_runs_and_the_result_before_it_is_published(
-        store: SqliteSessionStore) -> None:
+        store: SqliteSessionStore, layer: str) -> None:
     seen = Seen()
     model = ScriptedModel([[ToolUseBlock("p1", "pay", {"amount": 5}),
                             ToolUseBlock("l1", "lookup", {"what": "receipt"})], "all done"])
-    agent = make_agent(model, toolkit=toolkit(store, seen), session_store=store)
+    agent = make_agent(model, toolkit=toolkit(store, seen, layer), session_store=store,
+                       middlewares=[PassThrough()] if layer == "on_acting" else [])
     at_end: list[Any] = []
 
     def on_next(event: AgentEvent) -> None:
@@ -357,3 +374,25 @@ async def test_an_interrupt_lets_a_journaled_finish_tool_end_and_keeps_its_saved
     assert (result.state, result.output) == (ToolResultState.SUCCESS, "booked 12A")
     assert journal(store) is None
     assert len(model.calls) == 1
+
+
+async def test_a_side_effect_call_a_tool_middleware_answers_is_not_journaled(
+        store: SqliteSessionStore) -> None:
+    runs: list[str] = []
+
+    def cached(tool: Any, ctx: Any, call: Any, next: Any) -> Any:
+        return answer(call, "paid already (cached)")
+
+    @tool(side_effect=True, middlewares=[cached])
+    def pay(amount: int) -> str:
+        """Pay."""
+        runs.append("pay")
+        return "paid"
+
+    model = ScriptedModel([[ToolUseBlock("p1", "pay", {"amount": 1})], "ok"])
+    agent = make_agent(model, toolkit=Toolkit([pay]), session_store=store)
+    await agent.acall("pay", ctx())
+    assert runs == []
+    (result,) = tool_results(store.load(KEY).context)
+    assert result.output == "paid already (cached)"
+    assert all(m.metadata is None for m in store.load(KEY).context)
