@@ -2,8 +2,8 @@
 them (``@tool(side_effect=True)``, ``@tool(interrupt="finish")``).
 
 A batch whose tools all keep the defaults has no :class:`BatchFlags` (``Batch.flags``
-is ``None``) and runs as before: the flags cost one attribute read per call of the
-batch. Otherwise each call of the batch runs in a task of its own, so that
+is ``None``) and runs as before: the flags cost a look-up of each call's tool when
+the batch is made. Otherwise each call of the batch runs in a task of its own, so that
 
 * an interrupt lets the ``"finish"`` calls that are running end and keeps their real
   results, while the ``"cancel"`` ones are cancelled as usual and no call starts

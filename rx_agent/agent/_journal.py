@@ -5,7 +5,9 @@ It lives in the metadata of the assistant message that made the calls, under
 :data:`JOURNAL_KEY`: one entry per call id of a ``side_effect=True`` tool,
 
 * ``{"state": "started", "tool": name}``, written and checkpointed to the session
-  right before the tool's function is entered (:meth:`BatchFlags.starting`);
+  right before the tool's function is entered (``BatchFlags.starting``), in the same
+  save as the call's input: the message's tool call holds the arguments that run
+  (a hook's edit is stored there first);
 * ``{"state": "finished", "tool": name, "result": {...}}``, the result block,
   written and checkpointed when the tool returns, before its end event reaches
   anybody and before its result enters the context.
