@@ -396,3 +396,33 @@ async def test_a_side_effect_call_a_tool_middleware_answers_is_not_journaled(
     (result,) = tool_results(store.load(KEY).context)
     assert result.output == "paid already (cached)"
     assert all(m.metadata is None for m in store.load(KEY).context)
+
+
+async def test_the_start_mark_is_saved_with_the_arguments_a_hook_changed(
+        store: SqliteSessionStore) -> None:
+    inside: list[Any] = []
+
+    class Cap(MiddlewareBase):
+        """Caps every payment at 100 before it runs."""
+
+        def active_points(self) -> set[ExtensionPoint]:
+            return {ExtensionPoint.ON_ACTING}
+
+        def on_acting(self, agent: Any, ctx: Any, input: Any, next: Any) -> Any:
+            calls = [c.model_copy(update={"input": {"amount": min(c.input["amount"], 100)}})
+                     for c in input.tool_calls]
+            return next(input.with_(tool_calls=calls))
+
+    @tool(side_effect=True)
+    def pay(amount: int) -> str:
+        """Pay."""
+        state = store.load(KEY)
+        assert state is not None
+        msg = state.context[-1]
+        inside.append((msg.tool_calls[0].input, (msg.metadata or {}).get(JOURNAL_KEY)))
+        return f"paid {amount}"
+
+    model = ScriptedModel([[ToolUseBlock("p1", "pay", {"amount": 5000})], "ok"])
+    agent = make_agent(model, toolkit=Toolkit([pay]), session_store=store, middlewares=[Cap()])
+    await agent.acall("pay", ctx())
+    assert inside == [({"amount": 100}, {"p1": {"state": "started", "tool": "pay"}})]
