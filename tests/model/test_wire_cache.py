@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import reactivex.operators as ops
 
+from rx_agent import ReActAgent, Toolkit
 from rx_agent._rx import await_observable
 from rx_agent.message import (
     DataBlock,
@@ -427,3 +428,41 @@ def test_dumps_refuses_what_json_dumps_refuses() -> None:
     with pytest.raises(TypeError, match="set is not JSON serializable"):
         dumps({"s": {1}})
     assert dumps({"after": "errors"}) == '{"after": "errors"}'  # nothing left behind
+
+
+async def test_the_server_sees_the_toolkit_as_it_is_at_each_call() -> None:
+    def echo(value: int) -> str:
+        """Echo a number."""
+        return str(value)
+
+    def clock() -> str:
+        """The time."""
+        return "noon"
+
+    server = OpenAIServer().start()
+    model = OpenAIChatModel("m", base_url=server.url, api_key="sk-test")
+    try:
+        server.script(*[Reply([text(f"answer {i}")]) for i in range(5)])
+        agent = ReActAgent(name="a", model=model, toolkit=Toolkit([echo]))
+        await agent.acall("one")
+        await agent.acall("two")  # unchanged: the kept JSON
+        agent.toolkit.register_tool(clock)
+        await agent.acall("three")
+        spec = agent.toolkit.get("clock")
+        assert spec is not None
+        spec.description = "What time it is."
+        await agent.acall("four")
+        agent.toolkit.remove_tool("echo")
+        await agent.acall("five")
+    finally:
+        await model.aclose()
+        server.stop()
+    seen = [[(t["function"]["name"], t["function"]["description"])
+             for t in r.body["tools"]] for r in server.requests]
+    assert seen == [
+        [("echo", "Echo a number.")],
+        [("echo", "Echo a number.")],
+        [("echo", "Echo a number."), ("clock", "The time.")],
+        [("echo", "Echo a number."), ("clock", "What time it is.")],
+        [("clock", "What time it is.")],
+    ]
