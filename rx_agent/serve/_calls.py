@@ -15,13 +15,12 @@ import asyncio
 import contextlib
 import json
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from .._rx import affinity, subscribe_direct
+from .._rx import DONE, ERROR, NEXT, Inbox
 from ..agent import ReActAgent
 from ..context import RuntimeContext
 from ..event import AgentEvent, AgentResultEvent, AgentStartEvent, ModelCallEndEvent
@@ -37,63 +36,17 @@ KEEPALIVE = 15.0
 """Seconds of silence after which the stream sends an SSE comment (proxies close idle
 connections)."""
 
-_NEXT, _ERROR, _DONE = 0, 1, 2
+_NEXT, _ERROR, _DONE = NEXT, ERROR, DONE
 
 
-class EventPump:
-    """The call's events in a buffer the response drains (Rx has no backpressure)."""
+class EventPump(Inbox[AgentEvent]):
+    """The call's events in a buffer the response drains (Rx has no backpressure):
+    an :class:`~rx_agent._rx.Inbox` of ``agent.stream(inp, ctx)`` on the running loop."""
+
+    __slots__ = ()
 
     def __init__(self, agent: ReActAgent, inp: Any, ctx: RuntimeContext) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._buffer: deque[tuple[int, Any]] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        here = affinity(loop)
-        push = self._push
-        self._subscription = subscribe_direct(
-            agent.stream(inp, ctx),
-            lambda e: here.run(push, _NEXT, e),
-            lambda x: here.run(push, _ERROR, x),
-            lambda: here.run(push, _DONE, None),
-        )
-
-    def _push(self, kind: int, value: Any) -> None:
-        self._buffer.append((kind, value))
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def next(self, timeout: float | None = None) -> tuple[int, Any] | None:
-        """The next signal, or ``None`` after ``timeout`` seconds without one."""
-        if not self._buffer:
-            waiter = self._waiter = self._loop.create_future()
-            timer = (self._loop.call_later(timeout, _wake, waiter)
-                     if timeout is not None else None)
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-                if timer is not None:
-                    timer.cancel()
-            if not self._buffer:
-                return None
-        return self._buffer.popleft()
-
-    def unread(self, signals: list[tuple[int, Any]]) -> None:
-        """Put ``signals`` back in front, in order."""
-        self._buffer.extendleft(reversed(signals))
-
-    def ready(self) -> tuple[int, Any] | None:
-        """The next signal if one is buffered, without waiting."""
-        return self._buffer.popleft() if self._buffer else None
-
-    def dispose(self) -> None:
-        self._subscription.dispose()
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+        super().__init__(agent.stream(inp, ctx))
 
 
 @dataclass(eq=False)
