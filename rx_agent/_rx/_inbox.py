@@ -9,6 +9,7 @@ inbox belongs to, or, for a plain thread (``blocking=True``), a thread that bloc
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -40,15 +41,16 @@ class Inbox(Generic[T]):
     stays (every read after the items sees it again). Signals may come from any
     thread. Without ``blocking`` the inbox belongs to the running loop (or ``loop``):
     a signal from another thread hops onto it, and :meth:`next` / :meth:`wait` wake
-    one waiting task with a future. With ``blocking`` the consumer is a thread
-    without a loop: signals are buffered where they arrive (``deque`` appends are
-    atomic) and :meth:`wait_blocking` wakes it with a ``threading.Event``.
+    the waiting task with a future. With ``blocking`` the consumer is a thread
+    without a loop: signals cross through a ``queue.SimpleQueue`` and reach
+    :attr:`items` (and the terminal signal) in :meth:`wait_blocking`, which blocks
+    until one comes; read the inbox after it.
 
     The inbox is the subscription's observer itself: one call per signal, no
     closure and no tuple per item.
     """
 
-    __slots__ = ("ended", "error", "event", "items", "subscription", "waiter", "where")
+    __slots__ = ("ended", "error", "inbound", "items", "subscription", "waiter", "where")
 
     def __init__(self, source: Observable[T], *, blocking: bool = False,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -56,7 +58,10 @@ class Inbox(Generic[T]):
         self.ended = False
         self.error: Exception | None = None
         self.waiter: asyncio.Future[None] | None = None
-        self.event = threading.Event() if blocking else None
+        # Blocking: the producer's signals cross to the consumer's thread through a
+        # SimpleQueue (C: a put and a timed get cost far less than a threading.Event's
+        # Python-level condition); the consumer moves them into ``items``.
+        self.inbound: queue.SimpleQueue[Any] | None = queue.SimpleQueue() if blocking else None
         self.where = None if blocking else affinity(loop)
         self.subscription: abc.DisposableBase | None = None
         subscription = subscribe_observer(source, self)
@@ -70,9 +75,7 @@ class Inbox(Generic[T]):
     def on_next(self, item: T) -> None:
         where = self.where
         if where is None:
-            if not self.ended:
-                self.items.append(item)
-                self.event.set()  # type: ignore[union-attr]  # blocking: it has one
+            self.inbound.put(item)  # type: ignore[union-attr]  # blocking: it has one
         elif _thread_id() != where.thread:  # a stream that moved threads
             where.hop(self.on_next, item)
         elif not self.ended:
@@ -85,7 +88,9 @@ class Inbox(Generic[T]):
 
     def on_error(self, error: Exception) -> None:
         where = self.where
-        if where is not None and _thread_id() != where.thread:
+        if where is None:
+            self.inbound.put(_Failed(error))  # type: ignore[union-attr]
+        elif _thread_id() != where.thread:
             where.hop(self.on_error, error)
         elif not self.ended:
             self.error = error
@@ -93,17 +98,15 @@ class Inbox(Generic[T]):
 
     def on_completed(self) -> None:
         where = self.where
-        if where is not None and _thread_id() != where.thread:
+        if where is None:
+            self.inbound.put(_COMPLETED)  # type: ignore[union-attr]
+        elif _thread_id() != where.thread:
             where.hop(self.on_completed)
         elif not self.ended:
             self._end()
 
     def _end(self) -> None:
         self.ended = True
-        event = self.event
-        if event is not None:
-            event.set()
-            return
         waiter = self.waiter
         if waiter is not None:
             self.waiter = None
@@ -151,17 +154,28 @@ class Inbox(Generic[T]):
     def wait_blocking(self, timeout: float | None = None) -> bool:
         """Block this thread until a signal is there (a ``blocking`` inbox);
         ``False`` after ``timeout`` seconds without one."""
-        event = self.event
-        if event is None:
+        inbound = self.inbound
+        if inbound is None:
             raise RuntimeError("only a blocking Inbox is read with wait_blocking()")
         if self.items or self.ended:
             return True
-        event.clear()
-        # Read again after clearing: a signal between the first read and the clear
-        # set the event before it was cleared.
-        if self.items or self.ended:
-            return True
-        return event.wait(timeout) or bool(self.items) or self.ended
+        try:
+            signal = inbound.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        while True:
+            if type(signal) is _Failed:
+                if not self.ended:
+                    self.error = signal.error
+                    self.ended = True
+            elif signal is _COMPLETED:
+                self.ended = True
+            elif not self.ended:
+                self.items.append(signal)
+            try:  # whatever else came meanwhile, without blocking again
+                signal = inbound.get_nowait()
+            except queue.Empty:
+                return True
 
     def unread(self, signals: Iterable[Signal]) -> None:
         """Put the items of ``signals`` back in front, in order (a terminal signal
@@ -173,6 +187,16 @@ class Inbox(Generic[T]):
         subscription, self.subscription = self.subscription, _DISPOSED
         if subscription is not None and subscription is not _DISPOSED:
             subscription.dispose()
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+_COMPLETED: Any = object()  # a blocking inbox's completion, in its queue
 
 
 class _Disposed(abc.DisposableBase):
