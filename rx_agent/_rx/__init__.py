@@ -18,6 +18,7 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from ._direct import (
     DIRECT_TYPES,
     DirectObservable,
+    LeanMap,
     LeanObservable,
     LeanSink,
     Subscribe,
@@ -39,6 +40,7 @@ __all__ = [
     "NEXT",
     "DirectObservable",
     "Inbox",
+    "LeanMap",
     "LeanObservable",
     "LeanSink",
     "LoopAffinity",

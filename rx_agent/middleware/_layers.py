@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import reactivex
 from reactivex import Observable
 
-from .._rx import DIRECT_TYPES, LeanObservable
+from .._rx import DIRECT_TYPES, LeanMap, LeanObservable
 from ..context import RuntimeContext
 from ..event import AgentEvent
 from ._explain import field_call
@@ -77,6 +77,11 @@ class Layer(Generic[InputT]):
             # An operator chain: the next layer out subscribes it the lean way (and a
             # failing dispose action of the chain is reported naming this hook).
             return LeanObservable(out, self)
+        if kind is LeanMap:  # ops.map piped onto next(): the runtime's own map
+            mapped = cast(LeanMap, out)
+            if mapped.named is None:
+                mapped.named = self
+            return mapped
         if kind in DIRECT_TYPES or kind is LeanObservable:
             return out
         if not isinstance(out, Observable):
