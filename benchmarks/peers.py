@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"machine": machine(), "versions": versions, "args": vars(args),
-             "samples": suite.samples, "figures": fig}, indent=2))
+             "samples": suite.samples, "figures": fig}, indent=2, default=str))
     return 0
 
 

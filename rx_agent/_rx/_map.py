@@ -78,12 +78,13 @@ def map_of(op: Callable[[Any], Any]) -> Any:
         if len(kwargs) != 1 or "mapper" not in kwargs or args:
             return NOT_MAP  # RxPY would raise: let it
         mapper = kwargs["mapper"]
-    elif len(args) == 1:
-        mapper = args[0]
     elif not args:
         mapper = None
     else:
-        return NOT_MAP  # RxPY would raise: let it
+        try:
+            (mapper,) = args
+        except ValueError:
+            return NOT_MAP  # RxPY would raise: let it
     return mapper or identity  # RxPY's own default
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import reactivex
 from reactivex import Observable
@@ -78,10 +78,9 @@ class Layer(Generic[InputT]):
             # failing dispose action of the chain is reported naming this hook).
             return LeanObservable(out, self)
         if kind is LeanMap:  # ops.map piped onto next(): the runtime's own map
-            mapped = cast(LeanMap, out)
-            if mapped.named is None:
-                mapped.named = self
-            return mapped
+            if out.named is None:  # type: ignore[attr-defined]  # a LeanMap (no cast(): a call)
+                out.named = self  # type: ignore[attr-defined]
+            return out
         if kind in DIRECT_TYPES or kind is LeanObservable:
             return out
         if not isinstance(out, Observable):
