@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
@@ -32,6 +33,7 @@ Signal = tuple[int, Any]
 
 _thread_id = threading.get_ident
 _DONE_SIGNAL: Signal = (DONE, None)
+_RESOLUTION = time.get_clock_info("monotonic").resolution
 
 
 class Inbox(Generic[T]):
@@ -50,7 +52,8 @@ class Inbox(Generic[T]):
     closure and no tuple per item.
     """
 
-    __slots__ = ("ended", "error", "inbound", "items", "subscription", "waiter", "where")
+    __slots__ = ("deadline", "ended", "error", "inbound", "items", "subscription", "timer",
+                 "waiter", "where")
 
     def __init__(self, source: Observable[T], *, blocking: bool = False,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -58,6 +61,9 @@ class Inbox(Generic[T]):
         self.ended = False
         self.error: Exception | None = None
         self.waiter: asyncio.Future[None] | None = None
+        # A timed wait's end, and the one timer that watches it (see wait()).
+        self.deadline: float | None = None
+        self.timer: asyncio.TimerHandle | None = None
         # Blocking: the producer's signals cross to the consumer's thread through a
         # SimpleQueue (C: a put and a timed get cost far less than a threading.Event's
         # Python-level condition); the consumer moves them into ``items``.
@@ -107,6 +113,7 @@ class Inbox(Generic[T]):
 
     def _end(self) -> None:
         self.ended = True
+        self._stop_timer()
         waiter = self.waiter
         if waiter is not None:
             self.waiter = None
@@ -135,15 +142,43 @@ class Inbox(Generic[T]):
             return True
         loop = where.loop
         waiter = self.waiter = loop.create_future()
-        timer = loop.call_later(timeout, _wake, waiter) if timeout is not None else None
+        if timeout is None:
+            self.deadline = None
+        else:
+            # One timer per inbox, not one per wait (a stream with a keepalive waits
+            # once per event): an armed timer due no later than this deadline stays,
+            # and when it fires for an older one it moves itself on to this one.
+            deadline = self.deadline = loop.time() + timeout
+            timer = self.timer
+            if timer is None or timer.when() > deadline:
+                if timer is not None:
+                    timer.cancel()
+                self.timer = loop.call_at(deadline, self._expire)
         try:
             await waiter
         finally:
             if self.waiter is waiter:
                 self.waiter = None
-            if timer is not None:
-                timer.cancel()
         return bool(self.items) or self.ended
+
+    def _expire(self) -> None:
+        self.timer = None
+        waiter, deadline = self.waiter, self.deadline
+        if waiter is None or deadline is None or self.where is None:
+            return  # nobody waits with a timeout now: the next timed wait arms anew
+        loop = self.where.loop
+        if loop.time() + _RESOLUTION < deadline:
+            self.timer = loop.call_at(deadline, self._expire)
+            return
+        self.waiter = None
+        if not waiter.done():
+            waiter.set_result(None)
+
+    def _stop_timer(self) -> None:
+        timer = self.timer
+        if timer is not None:
+            self.timer = None
+            timer.cancel()
 
     async def next(self, timeout: float | None = None) -> Signal | None:
         """The next signal, or ``None`` after ``timeout`` seconds without one."""
@@ -184,6 +219,8 @@ class Inbox(Generic[T]):
 
     def dispose(self) -> None:
         """Dispose the subscription (idempotent; a no-op once the stream ended)."""
+        if self.timer is not None and self.where is not None:
+            self.where.run(self._stop_timer)  # a timer's handle is the loop's
         subscription, self.subscription = self.subscription, _DISPOSED
         if subscription is not None and subscription is not _DISPOSED:
             subscription.dispose()
@@ -205,8 +242,3 @@ class _Disposed(abc.DisposableBase):
 
 
 _DISPOSED = _Disposed()
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

@@ -122,3 +122,24 @@ def test_aiter_subscribes_at_the_first_step_and_disposes_on_break() -> None:
         assert subscribed == [1] and disposed == [1]
 
     asyncio.run(main())
+
+
+def test_timed_waits_share_one_timer_and_still_time_out() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        subject: Subject[int] = Subject()
+        inbox = Inbox(subject)
+        for i in range(5):  # each wait is woken by an item before its timeout
+            loop.call_later(0.005, subject.on_next, i)
+            assert await inbox.next(2.0) == (NEXT, i)
+        timer = inbox.timer
+        assert timer is not None  # armed once, for the first wait's deadline
+        started = loop.time()
+        assert await inbox.next(0.05) is None  # nothing comes: the last wait times out
+        waited = loop.time() - started
+        assert 0.045 <= waited < 1.0, waited  # not the first wait's 2 s
+        subject.on_completed()
+        assert inbox.timer is None  # the end stops it
+        assert await inbox.next(0.05) == (DONE, None)
+
+    asyncio.run(main())
