@@ -18,7 +18,6 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from ._direct import (
     DIRECT_TYPES,
     DirectObservable,
-    LeanMap,
     LeanObservable,
     LeanSink,
     Subscribe,
@@ -32,6 +31,7 @@ from ._direct import (
 )
 from ._inbox import DONE, ERROR, NEXT, Inbox, Signal
 from ._loops import LoopAffinity, _affinities, affinity
+from ._map import LeanMap
 
 __all__ = [
     "DIRECT_TYPES",

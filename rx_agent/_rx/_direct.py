@@ -23,13 +23,10 @@ from reactivex.internal import default_error
 from reactivex.scheduler import CurrentThreadScheduler
 from reactivex.scheduler.currentthreadscheduler import CurrentThreadSchedulerSingleton
 
-from ._map import NOT_MAP, MapSink, SingleMapSink, map_of
-
 __all__ = [
     "BLOCKING_MESSAGE",
     "DIRECT_TYPES",
     "DirectObservable",
-    "LeanMap",
     "LeanObservable",
     "LeanSink",
     "Subscribe",
@@ -102,6 +99,11 @@ def trampoline_idle() -> bool:
         return CurrentThreadScheduler.singleton().schedule_required()
 
 
+# ``ops.map`` onto the runtime's Observables (``_map.py`` sets it when imported: that
+# module builds on this one, so this one may not import it).
+_map_piped: Callable[[Any, Callable[[Any], Any]], Any] | None = None
+
+
 class _Light(Observable[T]):
     """An Observable without RxPY's per-instance RLock (made only if an operator asks
     for ``source.lock``) whose ``pipe`` applies the operators directly."""
@@ -118,14 +120,10 @@ class _Light(Observable[T]):
 
     def pipe(self, *operators: Callable[[Any], Any]) -> Any:
         source: Any = self
+        piped = _map_piped
         for op in operators:
-            mapper = map_of(op)
-            if mapper is NOT_MAP:
-                source = op(source)
-            elif type(source) is LeanMap:  # fused: one sink calls both mappers
-                source = LeanMap(source.upstream, (*source.mappers, mapper))
-            else:
-                source = LeanMap(source, (mapper,))
+            mapped = piped(source, op) if piped is not None else None
+            source = op(source) if mapped is None else mapped
         return source
 
 
@@ -382,68 +380,6 @@ class LeanObservable(_Light[T]):
 
     def run(self, scheduler: abc.SchedulerBase | None = None) -> T:
         return self.inner.run(scheduler)
-
-
-class LeanMap(DirectObservable[Any]):
-    """RxPY's ``ops.map`` piped onto one of the runtime's Observables (``_rx/_map.py``):
-    ``upstream`` through ``mappers`` in turn, with one slotted sink a subscription.
-
-    Subscribed outside RxPY's trampoline it runs the thread's trampoline as
-    :func:`subscribe_top` does: the upstream may be a user's chain. ``named`` is the
-    hook whose output this is (set by its layer): a failing dispose action of an RxPY
-    chain upstream is reported naming it."""
-
-    def __init__(self, upstream: Observable[Any],
-                 mappers: tuple[Callable[[Any], Any], ...]) -> None:
-        self._subscribe = None
-        self.upstream = upstream
-        self.mappers = mappers
-        self.named: object = None
-
-    def direct(
-        self, observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
-    ) -> abc.DisposableBase:
-        mappers = self.mappers
-        sink = (SingleMapSink if len(mappers) == 1 else MapSink)(observer, mappers)
-        try:
-            tramp = _TRAMPOLINE_LOCAL.tramp
-            idle = tramp._idle
-        except AttributeError:  # pragma: no cover - another reactivex layout
-            idle = False
-        if not idle:
-            self._attach(sink, scheduler)
-            return sink  # type: ignore[return-value]  # registered as a DisposableBase
-        tramp._idle = False
-        try:
-            self._attach(sink, scheduler)
-            if tramp._queue.items:
-                tramp._run()
-        finally:
-            tramp._idle = True
-            if tramp._queue.items:  # left by an item that raised
-                tramp._queue.clear()
-        return sink  # type: ignore[return-value]  # registered as a DisposableBase
-
-    def _attach(self, sink: MapSink, scheduler: abc.SchedulerBase | None) -> None:
-        upstream = self.upstream
-        kind = type(upstream)
-        if scheduler is not None:  # a subscriber's scheduler (a TestScheduler) goes on up
-            try:
-                up = upstream.subscribe(sink,  # type: ignore[arg-type]  # registered
-                                        scheduler=scheduler)
-            except Exception as exc:
-                sink.on_error(exc)
-                return
-        elif kind is Observable and self.named is not None:
-            up = lean_subscribe(upstream._subscribe_core, sink.on_next, sink.on_error,
-                                sink.on_completed, None, self.named)
-        else:
-            up = subscribe_observer(upstream, sink)
-        # Published before the flag is read, as in lean_subscribe.
-        sink.upstream = up
-        if sink.done:
-            sink.upstream = None
-            up.dispose()
 
 
 class _Sink:

@@ -20,9 +20,18 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from reactivex import abc
+from reactivex import Observable, abc
 
-__all__ = ["NOT_MAP", "map_of"]
+from . import _direct
+from ._direct import (
+    _TRAMPOLINE_LOCAL,
+    DirectObservable,
+    callback_failed,
+    lean_subscribe,
+    subscribe_observer,
+)
+
+__all__ = ["NOT_MAP", "LeanMap", "MapSink", "map_of", "piped"]
 
 NOT_MAP: Any = object()
 """What :func:`map_of` returns for an operator that is not RxPY's ``map``."""
@@ -143,8 +152,6 @@ class MapSink:
             try:
                 up.dispose()
             except Exception as exc:
-                from ._direct import callback_failed
-
                 callback_failed(exc, None)
 
 
@@ -171,3 +178,79 @@ class SingleMapSink(MapSink):
             self.on_error(exc)
             return
         self.next(value)
+
+
+class LeanMap(DirectObservable[Any]):
+    """RxPY's ``ops.map`` piped onto one of the runtime's Observables (``_rx/_map.py``):
+    ``upstream`` through ``mappers`` in turn, with one slotted sink a subscription.
+
+    Subscribed outside RxPY's trampoline it runs the thread's trampoline as
+    :func:`subscribe_top` does: the upstream may be a user's chain. ``named`` is the
+    hook whose output this is (set by its layer): a failing dispose action of an RxPY
+    chain upstream is reported naming it."""
+
+    def __init__(self, upstream: Observable[Any],
+                 mappers: tuple[Callable[[Any], Any], ...]) -> None:
+        self._subscribe = None
+        self.upstream = upstream
+        self.mappers = mappers
+        self.named: object = None
+
+    def direct(
+        self, observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        mappers = self.mappers
+        sink = (SingleMapSink if len(mappers) == 1 else MapSink)(observer, mappers)
+        try:
+            tramp = _TRAMPOLINE_LOCAL.tramp
+            idle = tramp._idle
+        except AttributeError:  # pragma: no cover - another reactivex layout
+            idle = False
+        if not idle:
+            self._attach(sink, scheduler)
+            return sink  # type: ignore[return-value]  # registered as a DisposableBase
+        tramp._idle = False
+        try:
+            self._attach(sink, scheduler)
+            if tramp._queue.items:
+                tramp._run()
+        finally:
+            tramp._idle = True
+            if tramp._queue.items:  # left by an item that raised
+                tramp._queue.clear()
+        return sink  # type: ignore[return-value]  # registered as a DisposableBase
+
+    def _attach(self, sink: MapSink, scheduler: abc.SchedulerBase | None) -> None:
+        upstream = self.upstream
+        kind = type(upstream)
+        if scheduler is not None:  # a subscriber's scheduler (a TestScheduler) goes on up
+            try:
+                up = upstream.subscribe(sink,  # type: ignore[arg-type]  # registered
+                                        scheduler=scheduler)
+            except Exception as exc:
+                sink.on_error(exc)
+                return
+        elif kind is Observable and self.named is not None:
+            up = lean_subscribe(upstream._subscribe_core, sink.on_next, sink.on_error,
+                                sink.on_completed, None, self.named)
+        else:
+            up = subscribe_observer(upstream, sink)
+        # Published before the flag is read, as in lean_subscribe.
+        sink.upstream = up
+        if sink.done:
+            sink.upstream = None
+            up.dispose()
+
+
+def piped(source: Any, op: Callable[[Any], Any]) -> Any:
+    """``op(source)`` as a :class:`LeanMap` if ``op`` is RxPY's map (fused into
+    ``source`` when that is a ``LeanMap`` already), else ``None``."""
+    mapper = map_of(op)
+    if mapper is NOT_MAP:
+        return None
+    if type(source) is LeanMap:  # fused: one sink calls both mappers
+        return LeanMap(source.upstream, (*source.mappers, mapper))
+    return LeanMap(source, (mapper,))
+
+
+_direct._map_piped = piped
