@@ -67,13 +67,16 @@ class Call:
 
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
-        data = event.model_dump_json()
+        kind = type(event)
+        # What model_dump_json() returns, without its keyword handling on every event.
+        data: str = kind.__pydantic_serializer__.to_json(event).decode()
         seq = self.record.add(event.type, data)  # the record counts them for /metrics
-        if type(event) is ModelCallEndEvent and event.usage is not None:
-            self.runner.metrics.tokens(event.usage.input_tokens, event.usage.output_tokens)
-            self.record.used(event.usage.input_tokens, event.usage.output_tokens)
-        elif type(event) is AgentResultEvent:
-            self.result = event.result
+        if kind is ModelCallEndEvent and event.usage is not None:  # type: ignore[attr-defined]
+            usage = event.usage  # type: ignore[attr-defined]
+            self.runner.metrics.tokens(usage.input_tokens, usage.output_tokens)
+            self.record.used(usage.input_tokens, usage.output_tokens)
+        elif kind is AgentResultEvent:
+            self.result = event.result  # type: ignore[attr-defined]
         return seq, data
 
     async def finish(self, outcome: str, error: str | None = None) -> None:
@@ -142,9 +145,9 @@ class CallRunner:
         return call
 
 
-def sse(event_id: str | None, event: str, data: str) -> bytes:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {event}\ndata: {data}\n\n".encode()
+def _frame(run_id: str, seq: int, event: str, data: str) -> str:
+    """One event's SSE frame (encoded with the rest of its write)."""
+    return f"id: {run_id}.{seq}\nevent: {event}\ndata: {data}\n\n"
 
 
 def _error_data(error: HTTPError) -> str:
@@ -201,27 +204,28 @@ class CallResponse:
                 await send({"type": "http.response.body", "body": b": keepalive\n\n",
                             "more_body": True})
                 continue
-            # Under load events queue up: whatever is buffered goes out in one write.
-            frames: list[bytes] = []
+            # Under load events queue up: whatever is buffered goes out in one write,
+            # encoded once.
+            frames: list[str] = []
             signal: tuple[int, Any] | None = first
             while signal is not None:
                 kind, value = signal
                 if kind == _NEXT:
                     seq, data = call.note(value)
-                    frames.append(sse(f"{run_id}.{seq}", value.type, data))
+                    frames.append(_frame(run_id, seq, value.type, data))
                     signal = call.pump.ready()
                     continue
                 if kind == _ERROR:
                     error = from_exception(value, call.record.key.session_id, run_id)
                     call.runner.metrics.error(error.code, error.status)
                     await call.finish("failed", type(value).__name__)
-                    frames.append(sse(None, "error", _error_data(error)))
+                    frames.append(f"event: error\ndata: {_error_data(error)}\n\n")
                 else:
                     await call.finish("completed")
-                await send({"type": "http.response.body", "body": b"".join(frames),
+                await send({"type": "http.response.body", "body": "".join(frames).encode(),
                             "more_body": False})
                 return
-            await send({"type": "http.response.body", "body": b"".join(frames),
+            await send({"type": "http.response.body", "body": "".join(frames).encode(),
                         "more_body": True})
 
     async def _json(self, send: Send) -> None:
