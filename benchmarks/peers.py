@@ -36,10 +36,14 @@ SIZES = {"repeats": (15, 3), "calls": (40, 5), "layers": (10, 2), "concurrent": 
          "concurrent_repeats": (3, 1)}
 
 
-def ours_env() -> dict[str, str]:
-    """This Python, with this checkout's ``rx_agent`` first on the path."""
+BASELINE = "rx_agent@baseline"
+
+
+def ours_env(tree: Path = HERE.parent) -> dict[str, str]:
+    """This Python, with ``tree``'s ``rx_agent`` (default: this checkout's) first on
+    the path."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent),
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree),
                                                       env.get("PYTHONPATH", "")]))
     return env
 
@@ -168,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.02,
                         help="seconds the model waits before each chunk (concurrency)")
     parser.add_argument("--json", help="also write every sample and figure to this file")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout of rx_agent (the tree before a change): its "
+                        f"worker runs beside ours, as {BASELINE!r}, this checkout's "
+                        "worker script on that tree's package")
     args = parser.parse_args(argv)
     for name, (full, quick) in SIZES.items():
         if getattr(args, name) is None:
@@ -183,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     workers: dict[str, Worker] = {}
     try:
         workers[OURS] = Worker(OURS, sys.executable, env=ours_env())
+        if args.baseline is not None:
+            base = Worker(OURS, sys.executable, env=ours_env(args.baseline.resolve()))
+            base.info["version"] += f" ({args.baseline})"
+            workers[BASELINE] = base
         for peer in peers:
             try:
                 python = ensure_venv(peer, args.cache_dir)
@@ -205,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"machine": machine(), "versions": versions, "args": vars(args),
-             "samples": suite.samples, "figures": fig}, indent=2))
+             "samples": suite.samples, "figures": fig}, indent=2, default=str))
     return 0
 
 

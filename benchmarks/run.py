@@ -253,16 +253,46 @@ class Suite:
         for what, value, target in rows:
             self.row(what, value, target)
 
+    # 10: the bridges to a pulling consumer ----------------------------------------
+    async def bridges(self) -> None:
+        print(f"\n[10] bridges: one reply of {self.events} deltas through astream and the "
+              "CLI's pump, against a plain subscription; call_sync of a 5-chunk reply",
+              flush=True)
+        plain: list[float] = []
+        astream: list[float] = []
+        cli: list[float] = []
+        sync: list[float] = []
+        for i in range(self.repeats + 1):  # interleaved; the first round warms up
+            p = median(await w.time_runs(lambda: w.stream_agent(0, "pass", self.events),
+                                         1, warmup=0))
+            a = await w.astream_seconds(self.events)
+            c = await asyncio.to_thread(w.cli_pump_seconds, self.events)
+            s = await asyncio.to_thread(w.call_sync_seconds, 50)
+            if i:
+                plain.append(p)
+                astream.append(a)
+                cli.append(c)
+                sync.append(s)
+        per = {"subscribe": median(plain) / self.events * 1e6,
+               "astream": median(astream) / self.events * 1e6,
+               "cli_pump": median(cli) / self.events * 1e6,
+               "call_sync_us_per_call": median(sync) * 1e6}
+        self.results["bridges"] = per
+        self.row("plain subscription: us/event", f"{per['subscribe']:.3f}")
+        self.row("astream (async for): us/event", f"{per['astream']:.3f}")
+        self.row("  astream - plain subscription: us/event",
+                 f"{per['astream'] - per['subscribe']:.3f}")
+        self.row("CLI pump (events cross threads): us/event", f"{per['cli_pump']:.3f}")
+        self.row("call_sync, 5-chunk reply: us/call", f"{per['call_sync_us_per_call']:.1f}")
+
+    SECTIONS = ("streaming", "rounds", "concurrency", "inactive", "sync_tools", "objects",
+                "request_growth", "bridges")
+
     async def run(self) -> None:
         gc.collect()
         gc.freeze()  # as the peer does: import garbage never lands in a timed run
-        await self.streaming()
-        await self.rounds()
-        await self.concurrency()
-        await self.inactive()
-        await self.sync_tools()
-        await self.objects()
-        await self.request_growth()
+        for section in self.args.only or self.SECTIONS:
+            await getattr(self, section)()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-calls", type=int, default=10_000,
                         help="the large concurrency run (0 skips it)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--only", action="append", choices=Suite.SECTIONS,
+                        help="run only this section (repeatable; default: all)")
     args = parser.parse_args(argv)
     if args.smoke:
         args.events, args.repeats, args.round_repeats, args.calls = 300, 2, 2, 50

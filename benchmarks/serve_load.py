@@ -296,6 +296,7 @@ def main() -> None:
                         help="times each route is loaded, alternating (default 2)")
     parser.add_argument("--smoke", action="store_true", help="10 clients, 1 round, fast model")
     parser.add_argument("--url", help="load a server that is already running (HTTP only)")
+    parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     if args.smoke:
         args.clients, args.rounds, args.ttft, args.chunks, args.gap = 10, 1, 0.05, 5, 0.01
@@ -345,7 +346,16 @@ def main() -> None:
         over_sse, over_oai = per_sse - base, per_oai - base
         print(f"route overhead per event (server CPU minus in-process): SSE "
               f"{over_sse * 1e6:.0f} µs, OpenAI {over_oai * 1e6:.0f} µs "
-              f"({over_oai / over_sse:.2f}x)")
+              f"({over_oai / over_sse:.2f}x); CPU per event over in-process: SSE "
+              f"{per_sse / base:.2f}x, OpenAI {per_oai / base:.2f}x")
+    if args.json:
+        figures: dict[str, Any] = {}
+        for name, result in (("sse", sse), ("openai", oai), ("in_process", local)):
+            first = [x.first_event * 1000 for x in result.samples]
+            figures[name] = {"first_event_p50_ms": _pct(first, 0.5),
+                             "first_event_p99_ms": _pct(first, 0.99),
+                             "cpu_per_event_us": (result.cpu_per_event or 0.0) * 1e6}
+        Path(args.json).write_text(json.dumps(figures, indent=2))
 
 if __name__ == "__main__":
     main()

@@ -278,3 +278,42 @@ async def concurrency(calls: int, chunks: int, latency: float) -> ConcurrencyRes
     stop = True
     await sampler
     return ConcurrencyResult(calls, one, elapsed, (peak - base) / calls, max_threads)
+
+
+# -- the Observable-to-consumer bridges (astream, call_sync, the CLI's pump) ---------
+
+
+async def astream_seconds(events: int) -> float:
+    """Wall seconds of one ``async for`` over ``agent.astream`` of ``events`` deltas."""
+    agent = stream_agent(0, "pass", events)
+    start = time.perf_counter()
+    async for _ in agent.astream("go"):
+        pass
+    return time.perf_counter() - start
+
+
+def call_sync_seconds(calls: int) -> float:
+    """Wall seconds per ``call_sync`` of a 5-chunk reply, from a thread without a loop."""
+    agent = ReActAgent(name="bench", model=ScriptedModel([["word "] * 5] * (calls + 1)))
+    agent.call_sync("warm")
+    start = time.perf_counter()
+    for _ in range(calls):
+        agent.call_sync("hi")
+    return (time.perf_counter() - start) / calls
+
+
+def cli_pump_seconds(events: int) -> float:
+    """Wall seconds of the CLI's ``pump`` over a reply of ``events`` deltas, from a
+    thread without a loop (the events cross from the runtime's loop)."""
+    from rx_agent.cli._pump import pump
+
+    agent = stream_agent(0, "pass", events)
+    count = 0
+
+    def handle(_: AgentEvent) -> None:
+        nonlocal count
+        count += 1
+
+    start = time.perf_counter()
+    pump(agent.stream("go"), handle)
+    return time.perf_counter() - start

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -31,13 +29,22 @@ from ._direct import (
     subscribe_top,
     trampoline_idle,
 )
+from ._inbox import DONE, ERROR, NEXT, Inbox, Signal
+from ._loops import LoopAffinity, _affinities, affinity
+from ._map import LeanMap
 
 __all__ = [
     "DIRECT_TYPES",
+    "DONE",
+    "ERROR",
+    "NEXT",
     "DirectObservable",
+    "Inbox",
+    "LeanMap",
     "LeanObservable",
     "LeanSink",
     "LoopAffinity",
+    "Signal",
     "affinity",
     "aiter_observable",
     "await_observable",
@@ -60,61 +67,6 @@ T = TypeVar("T")
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread_id = threading.get_ident
-
-
-class LoopAffinity:
-    """An event loop and the thread that runs it.
-
-    The one place that decides whether a callback may run now (this is the loop's
-    thread) or must hop onto the loop (``call_soon_threadsafe``); see
-    docs/internals.md, "Threading". Hot paths compare ``threading.get_ident()`` with
-    :attr:`thread` inline and call :meth:`hop` only when they are elsewhere.
-    """
-
-    __slots__ = ("loop", "thread")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, thread: int) -> None:
-        self.loop = loop
-        self.thread = thread  # -1: not known yet (every call hops)
-
-    def here(self) -> bool:
-        """Whether this is the loop's thread."""
-        return _thread_id() == self.thread
-
-    def run(self, fn: Callable[..., Any], *args: Any) -> None:
-        """``fn(*args)`` now on the loop's thread, else as soon as the loop can."""
-        if _thread_id() == self.thread:
-            fn(*args)
-        else:
-            self.loop.call_soon_threadsafe(fn, *args)
-
-    def hop(self, fn: Callable[..., Any], *args: Any) -> None:
-        """``fn(*args)`` on the loop, later, whatever thread this is."""
-        self.loop.call_soon_threadsafe(fn, *args)
-
-
-# The thread of each loop seen running (a loop never moves to another thread while
-# it runs; a closed loop's entry goes with the loop).
-_affinities: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopAffinity] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def affinity(loop: asyncio.AbstractEventLoop | None = None) -> LoopAffinity:
-    """The :class:`LoopAffinity` of ``loop`` (default: the loop running in this thread).
-
-    A loop first seen from another thread gets its thread once it is seen running."""
-    if loop is None:
-        loop = asyncio.get_running_loop()
-    found = _affinities.get(loop)
-    if found is not None and found.thread != -1:
-        return found
-    here = running_loop() is loop
-    if found is None:
-        found = _affinities[loop] = LoopAffinity(loop, _thread_id() if here else -1)
-    elif here:
-        found.thread = _thread_id()
-    return found
 
 
 def runtime_loop() -> asyncio.AbstractEventLoop:
@@ -213,47 +165,23 @@ async def await_observable(source: Observable[T], default: Any = None) -> Any:
 def aiter_observable(source: Observable[T]) -> AsyncIterator[T]:
     """Iterate an Observable's items from async code (unbounded buffer; Rx has no
     backpressure). Leaving the loop early (``break``) disposes the subscription."""
+    return _drain(source)
 
-    async def gen() -> AsyncIterator[T]:
-        loop = asyncio.get_running_loop()
-        buffer: deque[tuple[int, Any]] = deque()
-        waiter: list[asyncio.Future[None] | None] = [None]
 
-        def push(kind: int, value: Any) -> None:
-            buffer.append((kind, value))
-            fut = waiter[0]
-            if fut is not None and not fut.done():
-                fut.set_result(None)
-
-        here = affinity(loop)
-
-        def threadsafe_push(kind: int, value: Any) -> None:
-            # Events normally arrive on this loop's thread; hop when they do not.
-            here.run(push, kind, value)
-
-        subscription = source.subscribe(
-            lambda v: threadsafe_push(0, v),
-            lambda e: threadsafe_push(1, e),
-            lambda: threadsafe_push(2, None),
-        )
-        try:
-            while True:
-                while buffer:
-                    kind, value = buffer.popleft()
-                    if kind == 0:
-                        yield value
-                    elif kind == 1:
-                        raise value
-                    else:
-                        return
-                fut = loop.create_future()
-                waiter[0] = fut
-                await fut
-                waiter[0] = None
-        finally:
-            subscription.dispose()
-
-    return gen()
+async def _drain(source: Observable[T]) -> AsyncIterator[T]:
+    inbox = Inbox(source)  # subscribed at the first ``__anext__``, as before
+    items = inbox.items
+    try:
+        while True:
+            while items:
+                yield items.popleft()
+            if inbox.ended:
+                if inbox.error is not None:
+                    raise inbox.error
+                return
+            await inbox.wait()
+    finally:
+        inbox.dispose()
 
 
 def cancelling(handle: asyncio.Future[Any] | Any) -> Disposable:

@@ -99,6 +99,11 @@ def trampoline_idle() -> bool:
         return CurrentThreadScheduler.singleton().schedule_required()
 
 
+# ``ops.map`` onto the runtime's Observables (``_map.py`` sets it when imported: that
+# module builds on this one, so this one may not import it).
+_map_piped: Callable[[Any, Callable[[Any], Any]], Any] | None = None
+
+
 class _Light(Observable[T]):
     """An Observable without RxPY's per-instance RLock (made only if an operator asks
     for ``source.lock``) whose ``pipe`` applies the operators directly."""
@@ -115,8 +120,10 @@ class _Light(Observable[T]):
 
     def pipe(self, *operators: Callable[[Any], Any]) -> Any:
         source: Any = self
+        piped = _map_piped
         for op in operators:
-            source = op(source)
+            mapped = piped(source, op) if piped is not None else None
+            source = op(source) if mapped is None else mapped
         return source
 
 

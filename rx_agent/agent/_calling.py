@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -14,6 +13,7 @@ from reactivex import abc as rxabc
 
 from .._rx import (
     DirectObservable,
+    Inbox,
     aiter_observable,
     refuse_blocking_run,
     running_loop,
@@ -193,27 +193,17 @@ class Calling:
             raise RuntimeError(
                 "call_sync() would block the running event loop; use `await agent.acall()`"
             )
-        done = threading.Event()
-        outcome: list[Any] = []
-
-        def on_error(exc: Exception) -> None:
-            outcome[:] = [None, exc]
-            done.set()
-
-        def on_next(msg: Msg) -> None:
-            outcome[:] = [msg, None]
-
-        subscription = subscribe_direct(self.call(msgs, ctx, structured_model=structured_model),
-                                        on_next, on_error, done.set)
+        inbox = Inbox(self.call(msgs, ctx, structured_model=structured_model),
+                      blocking=True)
         try:
-            while not done.wait(0.1):  # a timeout keeps Ctrl-C responsive
-                pass
+            while not inbox.ended:
+                inbox.wait_blocking(0.1)  # a timeout keeps Ctrl-C responsive
         except BaseException:
-            subscription.dispose()
+            inbox.dispose()
             raise
-        msg, error = outcome
-        if error is not None:
-            raise error
+        if inbox.error is not None:
+            raise inbox.error
+        msg = inbox.items[-1]
         assert isinstance(msg, Msg)
         return msg
 

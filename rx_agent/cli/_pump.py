@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from reactivex import Observable
 
+from .._rx import ERROR, NEXT, Inbox
 from ..event import AgentEvent
 
 __all__ = ["Outcome", "pump"]
@@ -30,33 +29,28 @@ def pump(
 ) -> Outcome:
     """Subscribe and hand every event to ``handle`` on this (the main) thread.
 
-    The agent runs on its own loop; events cross over through a queue, so rendering
+    The agent runs on its own loop; events cross over through an inbox, so rendering
     never races the runtime and Ctrl-C (a ``KeyboardInterrupt`` here) can be turned
     into ``interrupt()``: the agent then ends the reply with ``INTERRUPTED`` and the
     stream completes normally. A second Ctrl-C, or one without ``interrupt``,
     disposes the subscription, which cancels the model stream and running tools.
     """
-    inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    inbox = Inbox(events, blocking=True)
     outcome = Outcome()
-    subscription = events.subscribe(
-        on_next=lambda event: inbox.put(("event", event)),
-        on_error=lambda exc: inbox.put(("error", exc)),
-        on_completed=lambda: inbox.put(("done", None)),
-    )
     try:
         while True:
             try:
-                try:
+                signal = inbox.ready()
+                if signal is None:
                     # A timeout keeps Ctrl-C deliverable on every platform.
-                    kind, value = inbox.get(timeout=0.1)
-                except queue.Empty:
+                    inbox.wait_blocking(0.1)
                     continue
-                if kind == "event":
+                kind, value = signal
+                if kind == NEXT:
                     handle(value)
-                elif kind == "error":
-                    outcome.error = value
-                    return outcome
                 else:
+                    if kind == ERROR:
+                        outcome.error = value
                     return outcome
             except KeyboardInterrupt:
                 if interrupt is not None and not outcome.interrupted:
@@ -66,5 +60,4 @@ def pump(
                 outcome.cancelled = True
                 return outcome
     finally:
-        subscription.dispose()
-
+        inbox.dispose()

@@ -22,6 +22,7 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._rx import (
     DirectObservable,
+    LeanMap,
     LeanObservable,
     on_loop,
     running_loop,
@@ -188,6 +189,8 @@ def awaiting(
             if scheduler is None:
                 if type(out) is Observable:  # named in a report of a failing dispose action
                     out = LeanObservable(out, f"{label}.{point.value}()")
+                elif type(out) is LeanMap and out.named is None:
+                    out.named = f"{label}.{point.value}()"
                 inner.disposable = subscribe_direct(
                     out, observer.on_next, observer.on_error, observer.on_completed
                 )

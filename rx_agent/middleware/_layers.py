@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 import reactivex
 from reactivex import Observable
 
-from .._rx import DIRECT_TYPES, LeanObservable
+from .._rx import DIRECT_TYPES, LeanMap, LeanObservable
 from ..context import RuntimeContext
 from ..event import AgentEvent
 from ._explain import field_call
@@ -77,6 +77,10 @@ class Layer(Generic[InputT]):
             # An operator chain: the next layer out subscribes it the lean way (and a
             # failing dispose action of the chain is reported naming this hook).
             return LeanObservable(out, self)
+        if kind is LeanMap:  # ops.map piped onto next(): the runtime's own map
+            if out.named is None:  # type: ignore[attr-defined]  # a LeanMap (no cast(): a call)
+                out.named = self  # type: ignore[attr-defined]
+            return out
         if kind in DIRECT_TYPES or kind is LeanObservable:
             return out
         if not isinstance(out, Observable):

@@ -15,13 +15,12 @@ import asyncio
 import contextlib
 import json
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from .._rx import affinity, subscribe_direct
+from .._rx import DONE, ERROR, NEXT, Inbox
 from ..agent import ReActAgent
 from ..context import RuntimeContext
 from ..event import AgentEvent, AgentResultEvent, AgentStartEvent, ModelCallEndEvent
@@ -37,63 +36,17 @@ KEEPALIVE = 15.0
 """Seconds of silence after which the stream sends an SSE comment (proxies close idle
 connections)."""
 
-_NEXT, _ERROR, _DONE = 0, 1, 2
+_NEXT, _ERROR, _DONE = NEXT, ERROR, DONE
 
 
-class EventPump:
-    """The call's events in a buffer the response drains (Rx has no backpressure)."""
+class EventPump(Inbox[AgentEvent]):
+    """The call's events in a buffer the response drains (Rx has no backpressure):
+    an :class:`~rx_agent._rx.Inbox` of ``agent.stream(inp, ctx)`` on the running loop."""
+
+    __slots__ = ()
 
     def __init__(self, agent: ReActAgent, inp: Any, ctx: RuntimeContext) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._buffer: deque[tuple[int, Any]] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        here = affinity(loop)
-        push = self._push
-        self._subscription = subscribe_direct(
-            agent.stream(inp, ctx),
-            lambda e: here.run(push, _NEXT, e),
-            lambda x: here.run(push, _ERROR, x),
-            lambda: here.run(push, _DONE, None),
-        )
-
-    def _push(self, kind: int, value: Any) -> None:
-        self._buffer.append((kind, value))
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def next(self, timeout: float | None = None) -> tuple[int, Any] | None:
-        """The next signal, or ``None`` after ``timeout`` seconds without one."""
-        if not self._buffer:
-            waiter = self._waiter = self._loop.create_future()
-            timer = (self._loop.call_later(timeout, _wake, waiter)
-                     if timeout is not None else None)
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-                if timer is not None:
-                    timer.cancel()
-            if not self._buffer:
-                return None
-        return self._buffer.popleft()
-
-    def unread(self, signals: list[tuple[int, Any]]) -> None:
-        """Put ``signals`` back in front, in order."""
-        self._buffer.extendleft(reversed(signals))
-
-    def ready(self) -> tuple[int, Any] | None:
-        """The next signal if one is buffered, without waiting."""
-        return self._buffer.popleft() if self._buffer else None
-
-    def dispose(self) -> None:
-        self._subscription.dispose()
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+        super().__init__(agent.stream(inp, ctx))
 
 
 @dataclass(eq=False)
@@ -114,13 +67,16 @@ class Call:
 
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
-        data = event.model_dump_json()
+        kind = type(event)
+        # What model_dump_json() returns, without its keyword handling on every event.
+        data: str = kind.__pydantic_serializer__.to_json(event).decode()
         seq = self.record.add(event.type, data)  # the record counts them for /metrics
-        if type(event) is ModelCallEndEvent and event.usage is not None:
-            self.runner.metrics.tokens(event.usage.input_tokens, event.usage.output_tokens)
-            self.record.used(event.usage.input_tokens, event.usage.output_tokens)
-        elif type(event) is AgentResultEvent:
-            self.result = event.result
+        if kind is ModelCallEndEvent and event.usage is not None:  # type: ignore[attr-defined]
+            usage = event.usage  # type: ignore[attr-defined]
+            self.runner.metrics.tokens(usage.input_tokens, usage.output_tokens)
+            self.record.used(usage.input_tokens, usage.output_tokens)
+        elif kind is AgentResultEvent:
+            self.result = event.result  # type: ignore[attr-defined]
         return seq, data
 
     async def finish(self, outcome: str, error: str | None = None) -> None:
@@ -189,9 +145,9 @@ class CallRunner:
         return call
 
 
-def sse(event_id: str | None, event: str, data: str) -> bytes:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {event}\ndata: {data}\n\n".encode()
+def _frame(run_id: str, seq: int, event: str, data: str) -> str:
+    """One event's SSE frame (encoded with the rest of its write)."""
+    return f"id: {run_id}.{seq}\nevent: {event}\ndata: {data}\n\n"
 
 
 def _error_data(error: HTTPError) -> str:
@@ -248,27 +204,28 @@ class CallResponse:
                 await send({"type": "http.response.body", "body": b": keepalive\n\n",
                             "more_body": True})
                 continue
-            # Under load events queue up: whatever is buffered goes out in one write.
-            frames: list[bytes] = []
+            # Under load events queue up: whatever is buffered goes out in one write,
+            # encoded once.
+            frames: list[str] = []
             signal: tuple[int, Any] | None = first
             while signal is not None:
                 kind, value = signal
                 if kind == _NEXT:
                     seq, data = call.note(value)
-                    frames.append(sse(f"{run_id}.{seq}", value.type, data))
+                    frames.append(_frame(run_id, seq, value.type, data))
                     signal = call.pump.ready()
                     continue
                 if kind == _ERROR:
                     error = from_exception(value, call.record.key.session_id, run_id)
                     call.runner.metrics.error(error.code, error.status)
                     await call.finish("failed", type(value).__name__)
-                    frames.append(sse(None, "error", _error_data(error)))
+                    frames.append(f"event: error\ndata: {_error_data(error)}\n\n")
                 else:
                     await call.finish("completed")
-                await send({"type": "http.response.body", "body": b"".join(frames),
+                await send({"type": "http.response.body", "body": "".join(frames).encode(),
                             "more_body": False})
                 return
-            await send({"type": "http.response.body", "body": b"".join(frames),
+            await send({"type": "http.response.body", "body": "".join(frames).encode(),
                         "more_body": True})
 
     async def _json(self, send: Send) -> None:

@@ -1,0 +1,205 @@
+"""10,000 concurrent calls on one event loop against one call alone, and their memory.
+
+    python benchmarks/bench_concurrency.py              # 10,000 calls, 5 runs
+    python benchmarks/bench_concurrency.py --calls 1000 --runs 3 --json out.json
+
+Every call is ``agent.acall`` of a 5-chunk reply from ``ScriptedModel`` (seven model
+signals: five text chunks, the usage and the finish reason), each on its own session
+of one agent, with the collector at its default settings. Printed:
+
+- **one call**: wall time of one call run alone (the median of 20, after a warm-up);
+- **per call, N concurrent**: the wall time of N calls gathered at once, divided by N;
+- **the ratio** of the two: how much dearer a call is when N others are in flight
+  (the target: at most 5x), and the cyclic collector's share of the N calls' time
+  per call and generation (``gc.callbacks``);
+- with ``--latency`` (default 20 ms, as run.py's workload 5) the same with the model
+  waiting before each chunk, where the figure is N calls' wall over one call's;
+- **peak memory per in-flight call**: the RSS peak during the N calls over the RSS
+  before them, divided by N (measured first, before the process has grown), and the
+  traced (``tracemalloc``) peak the same way (a run of its own: tracing slows calls);
+- **an idle cached session's memory**: what the N finished calls leave traced
+  (their sessions in the agent's store and cache), divided by N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from workloads import rss_bytes  # noqa: E402
+
+from rx_agent import ReActAgent, RuntimeContext, ScriptedModel  # noqa: E402
+
+CHUNKS = 5
+
+
+def make(calls: int, latency: float) -> ReActAgent:
+    model = ScriptedModel([["word "] * CHUNKS] * calls, delay=latency)
+    return ReActAgent(name="c", model=model)
+
+
+async def one_call(latency: float, repeats: int = 20) -> float:
+    agent = make(repeats + 1, latency)
+    await agent.acall("hi")  # warm-up
+    times = []
+    for i in range(repeats):
+        start = time.perf_counter()
+        await agent.acall("hi", RuntimeContext(session_id=f"one{i}"))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+class GCTime:
+    """Seconds the cyclic collector ran, per generation (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.spent = [0.0, 0.0, 0.0]
+        self.runs = [0, 0, 0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.spent[info["generation"]] += time.perf_counter() - self._started
+            self.runs[info["generation"]] += 1
+
+
+async def concurrent(calls: int, latency: float, gc_time: GCTime | None = None) -> float:
+    agent = make(calls, latency)
+    gc.collect()
+    if gc_time is not None:
+        gc.callbacks.append(gc_time)
+    start = time.perf_counter()
+    try:
+        await asyncio.gather(*(agent.acall("hi", RuntimeContext(session_id=f"s{i}"))
+                               for i in range(calls)))
+        return time.perf_counter() - start
+    finally:
+        if gc_time is not None:
+            gc.callbacks.remove(gc_time)
+
+
+async def memory(calls: int, latency: float) -> dict[str, float]:
+    """The RSS peak per in-flight call (first, in a process that has not grown yet),
+    then in a traced run the traced peak per in-flight call and what stays traced
+    per idle session."""
+    agent = make(calls, latency)
+    gc.collect()
+    rss_base = rss_bytes()
+    rss_peak = rss_base
+    stop = False
+
+    async def sample() -> None:
+        nonlocal rss_peak
+        while not stop:
+            rss_peak = max(rss_peak, rss_bytes())
+            await asyncio.sleep(0.002)
+
+    sampler = asyncio.create_task(sample())
+    await asyncio.gather(*(agent.acall("hi", RuntimeContext(session_id=f"r{i}"))
+                           for i in range(calls)))
+    rss_peak = max(rss_peak, rss_bytes())
+    stop = True
+    await sampler
+    del agent
+    gc.collect()
+
+    agent = make(calls, latency)
+    gc.collect()
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    await asyncio.gather(*(agent.acall("hi", RuntimeContext(session_id=f"m{i}"))
+                           for i in range(calls)))
+    _, peak = tracemalloc.get_traced_memory()
+    gc.collect()
+    left, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"traced_peak_per_call_bytes": (peak - base) / calls,
+            "rss_peak_per_call_bytes": (rss_peak - rss_base) / calls,
+            "idle_session_bytes": (left - base) / calls}
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    n = args.calls
+    memory_figures = await memory(n, 0.0)  # first: RSS grows only once
+    ones: list[float] = []
+    alls: list[float] = []
+    ones_lat: list[float] = []
+    alls_lat: list[float] = []
+    gc_time = GCTime()
+    for _ in range(args.runs):  # one call and N calls by turns: drift hits both
+        ones.append(await one_call(0.0))
+        alls.append(await concurrent(n, 0.0, gc_time))
+        if args.latency:
+            ones_lat.append(await one_call(args.latency, 3))
+            alls_lat.append(await concurrent(n, args.latency))
+    one = statistics.median(ones)
+    per = statistics.median(alls) / n
+    result: dict[str, Any] = {
+        "calls": n,
+        "one_call_us": one * 1e6,
+        "per_call_concurrent_us": per * 1e6,
+        "ratio": per / one,
+        # The collector's share of the N calls' wall, per call and generation.
+        "gc_us_per_call": [t / (n * args.runs) * 1e6 for t in gc_time.spent],
+        "gc_runs_per_batch": [r / args.runs for r in gc_time.runs],
+    }
+    if args.latency:
+        result["latency_one_call_ms"] = statistics.median(ones_lat) * 1e3
+        result["latency_all_calls_ms"] = statistics.median(alls_lat) * 1e3
+        result["latency_all_over_one"] = statistics.median(alls_lat) / statistics.median(
+            ones_lat)
+    result.update(memory_figures)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=0.02,
+                        help="also run with the model waiting this long before each "
+                        "chunk (0: skip)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    r = asyncio.run(main_async(args))
+    n = f"{args.calls:,}"
+    print(f"{n} concurrent calls, 5-chunk reply, ScriptedModel, default GC settings "
+          f"(medians of {args.runs})")
+    print(f"  one call alone, wall                          {r['one_call_us']:10.1f} us")
+    print(f"  {n} concurrent, wall / {n}              {r['per_call_concurrent_us']:10.1f} us")
+    print(f"  per call concurrent / one call alone          {r['ratio']:10.2f}x   target <= 5x")
+    gc_us = r["gc_us_per_call"]
+    print(f"    of which the cyclic collector, per call       {sum(gc_us):10.1f} us   "
+          f"(gen0 / gen1 / gen2: {gc_us[0]:.1f} / {gc_us[1]:.1f} / {gc_us[2]:.1f} us; "
+          f"collections {' / '.join(f'{c:.0f}' for c in r['gc_runs_per_batch'])})")
+    if args.latency:
+        print(f"  with {args.latency * 1e3:.0f} ms before each chunk: one call "
+              f"{r['latency_one_call_ms']:.1f} ms, {n} calls {r['latency_all_calls_ms']:.1f} ms, "
+              f"{r['latency_all_over_one']:.2f}x")
+    print(f"  peak memory per in-flight call (tracemalloc)  "
+          f"{r['traced_peak_per_call_bytes'] / 1024:10.2f} KB")
+    print(f"  peak RSS per in-flight call                   "
+          f"{r['rss_peak_per_call_bytes'] / 1024:10.2f} KB")
+    print(f"  an idle cached session (tracemalloc)          "
+          f"{r['idle_session_bytes'] / 1024:10.2f} KB")
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
