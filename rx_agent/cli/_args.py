@@ -14,6 +14,7 @@ from ._providers import PROVIDERS
 from ._serve import add_serve
 from ._sessions import cmd_sessions_delete, cmd_sessions_list, cmd_sessions_show
 from ._store import STORE_ENV, default_store_help
+from ._worker import add_worker
 
 __all__ = ["build_parser"]
 
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(handler=cmd_plan)
     _add_sessions(commands)
     add_serve(commands)
+    add_worker(commands)
     return parser
 
 
