@@ -103,8 +103,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve())
-    except KeyboardInterrupt:
-        pass
     return EXIT_OK

@@ -7,17 +7,23 @@ survives the death of its worker and no finished model call or tool runs twice. 
 the ``temporal`` extra (``pip install -e '.[temporal]'``). See docs/concepts/temporal.md.
 """
 
-from ._require import require_temporalio
+from __future__ import annotations
 
-require_temporalio()
+try:
+    import temporalio  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised with the extra missing
+    raise ImportError(
+        "rx_agent.temporal needs the temporal extra (temporalio is missing): "
+        "pip install 'rx-agent[temporal]' (from a checkout: pip install -e '.[temporal]')"
+    ) from exc
 
-from .. import _publish  # noqa: E402
-from ._client import TemporalAgent  # noqa: E402
-from ._connect import connect  # noqa: E402
-from ._driver import TemporalDriver, Timeouts  # noqa: E402
-from ._errors import TemporalCallError, TemporalUnavailableError  # noqa: E402
-from ._worker import AgentWorker  # noqa: E402
-from ._workflow import AgentWorkflow  # noqa: E402
+from .. import _publish
+from ._client import TemporalAgent
+from ._connect import connect
+from ._driver import TemporalDriver, Timeouts
+from ._errors import TemporalCallError, TemporalUnavailableError
+from ._worker import AgentWorker
+from ._workflow import AgentWorkflow
 
 __all__ = [
     "AgentWorker",

@@ -10,13 +10,14 @@ their model call finished (each attempt is one activity). After the reply,
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 from reactivex import Observable
 from reactivex import abc as rxabc
-from temporalio.api.enums.v1 import WorkflowIdConflictPolicy
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -136,7 +137,7 @@ class TemporalAgent:
             try:
                 handle = await self.client.start_workflow(
                     WORKFLOW, start, id=wid, task_queue=self.task_queue,
-                    id_conflict_policy=WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_FAIL)
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
                 return handle, 0, 0
             except WorkflowAlreadyStartedError:
                 pass
@@ -152,10 +153,8 @@ class TemporalAgent:
                 if exc.status is not RPCStatusCode.NOT_FOUND:
                     raise
             # The session's last workflow is ending (its caller read everything).
-            try:
+            with contextlib.suppress(Exception):  # its outcome is its caller's
                 await handle.result()
-            except Exception:  # its outcome is its caller's; this call starts anew
-                pass
         raise SessionBusyError(ctx.session_id or self.name, user_id=ctx.user_id)
 
     async def _poll(self, handle: WorkflowHandle[Any, Any], reply: int, after: int) -> Json:
@@ -166,5 +165,5 @@ class TemporalAgent:
             if exc.status is not RPCStatusCode.NOT_FOUND:
                 raise
         # The workflow ended meanwhile (its grace passed): read what it kept.
-        out = await handle.query("read", args=[reply, after])
-        return out
+        kept: Json = await handle.query("read", args=[reply, after])
+        return kept

@@ -100,9 +100,7 @@ def encode_options(options: GenerateOptions) -> Json:
     out: Json = {}
     for f in dataclasses.fields(options):
         value = getattr(options, f.name)
-        if f.name == "extra":
-            value = dict(value)
-        elif f.name == "response_schema" and value is not None:
+        if f.name == "extra" or (f.name == "response_schema" and value is not None):
             value = dict(value)
         out[f.name] = value
     return out
@@ -122,7 +120,7 @@ def encode_chunk(chunk: ModelChunk) -> Json:
     if kind is ThinkingChunk:
         return {"k": "thinking", "thinking": chunk.thinking}  # type: ignore[union-attr]
     if kind is ToolCallChunk:
-        return {"k": "tool", **dataclasses.asdict(chunk)}  # type: ignore[call-overload]
+        return {"k": "tool", **dataclasses.asdict(chunk)}
     if kind is UsageChunk:
         return {"k": "usage", "usage": chunk.usage.model_dump(mode="json")}  # type: ignore[union-attr]
     if kind is FinishChunk:

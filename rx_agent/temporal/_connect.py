@@ -20,7 +20,7 @@ async def connect(address: str, *, namespace: str = "default",
     within ``timeout`` seconds (nothing is started or written then)."""
     try:
         return await asyncio.wait_for(Client.connect(address, namespace=namespace), timeout)
-    except (RuntimeError, OSError, asyncio.TimeoutError, ValueError) as exc:
+    except (TimeoutError, RuntimeError, OSError, ValueError) as exc:
         reason = "no answer in time" if isinstance(exc, asyncio.TimeoutError) else str(exc)
         raise TemporalUnavailableError(
             f"cannot reach a Temporal server at {address} (namespace {namespace!r}): "

@@ -16,11 +16,11 @@ from typing import Any
 import reactivex
 from reactivex import Observable
 from reactivex import abc as rxabc
-from reactivex.disposable import Disposable
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from .._rx import cancelling
 from ..agent._config import AgentConfig
 from ..agent._driver import Driver
 from ..agent._results import emit_result_events
@@ -34,8 +34,14 @@ from ..tool._call import CallOwner
 from ..tool._run import Emit, Starting
 from ..tool.toolkit import Toolkit
 from ._activities import MODEL_CALL, TOOL_CALL
-from ._codec import decode_block, decode_chunk, decode_event, encode_block, encode_msg, \
-    encode_options
+from ._codec import (
+    decode_block,
+    decode_chunk,
+    decode_event,
+    encode_block,
+    encode_msg,
+    encode_options,
+)
 
 __all__ = ["TemporalDriver", "Timeouts"]
 
@@ -119,7 +125,7 @@ class TemporalDriver(Driver):
                 observer.on_completed()
 
             task = asyncio.get_running_loop().create_task(attempt())
-            return Disposable(task.cancel)
+            return cancelling(task)
 
         return reactivex.create(subscribe)
 

@@ -23,7 +23,7 @@ from ._activities import Activities
 from ._registry import register, unregister
 from ._workflow import AgentWorkflow
 
-__all__ = ["AgentWorker", "PASSTHROUGH"]
+__all__ = ["PASSTHROUGH", "AgentWorker"]
 
 PASSTHROUGH = ("rx_agent", "reactivex", "pydantic", "pydantic_core", "typing_extensions",
                "annotated_types")

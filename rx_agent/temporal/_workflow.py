@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from ..agent._calling import stream_driven
     from ..agent._slots import SessionSlots
     from ..agent.react import ReActAgent
-    from ..context import RuntimeContext
+    from ..context import AgentState, RuntimeContext
     from ..event import AgentEvent, AgentResultEvent
     from ..message import GenerateReason, Msg
     from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
@@ -78,6 +78,12 @@ def _workflow_agent(agent: ReActAgent) -> ReActAgent:
     return copy
 
 
+async def _save(ref: Json, state: AgentState | None, timeout: timedelta) -> None:
+    """Store the session's state in the agent's own store (an activity)."""
+    await workflow.execute_activity(SESSION_SAVE, {**ref, "state": encode_state(state)},
+                                    start_to_close_timeout=timeout)
+
+
 @workflow.defn(name=WORKFLOW)
 class AgentWorkflow:
     """A session's call: its replies, their events, the pause between them."""
@@ -108,8 +114,9 @@ class AgentWorkflow:
                                         start.get("run_id"))
         session = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id or agent.name)
         ref = {"agent": name, "user_id": session.user_id, "session_id": session.session_id}
-        brief = {"start_to_close_timeout": timedelta(seconds=timeouts.model)}
-        stored = decode_state(await workflow.execute_activity(SESSION_LOAD, ref, **brief))
+        brief = timedelta(seconds=timeouts.model)  # a session load or save
+        stored = decode_state(await workflow.execute_activity(
+            SESSION_LOAD, ref, start_to_close_timeout=brief))
         if stored is not None:
             agent.session_store.save(session, stored)
         driver = TemporalDriver(name, agent.config, timeouts)
@@ -117,8 +124,7 @@ class AgentWorkflow:
         while True:
             final, error = await self._reply(agent, driver, given, ctx)
             state = ctx.agent_state
-            await workflow.execute_activity(SESSION_SAVE, {**ref, "state": encode_state(state)},
-                                            **brief)
+            await _save(ref, state, brief)
             paused = final is not None and final.generate_reason in PAUSES
             self.ends.append({"at": len(self.events), "error": error, "paused": paused,
                               "state": encode_state(state)})
@@ -129,8 +135,8 @@ class AgentWorkflow:
             self.waiting = False
             if self.answer is None:  # interrupted while paused: the session is closed
                 agent.interrupt(ctx)
-                await workflow.execute_activity(
-                    SESSION_SAVE, {**ref, "state": encode_state(ctx.agent_state)}, **brief)
+                closed = agent.session_store.load(session)
+                await _save(ref, closed if isinstance(closed, AgentState) else None, brief)
                 break
             given, self.answer = self.answer, None
         self.finished = True

@@ -60,7 +60,7 @@ def temporal_dev_server(workdir: Path, *, timeout: float = 60.0) -> Iterator[str
         while True:
             health = subprocess.run(
                 [binary, "operator", "cluster", "health", "--address", address],
-                capture_output=True, text=True)
+                check=False, capture_output=True, text=True)
             if health.returncode == 0 and "SERVING" in health.stdout:
                 break
             if proc.poll() is not None or time.monotonic() > deadline:

@@ -206,7 +206,7 @@ def test_the_worker_command_names_an_unreachable_server(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "rx_agent", "worker", "temporal_agents:build", "--temporal",
          address, "--task-queue", "q"], cwd=here, env=env, capture_output=True, text=True,
-        timeout=60)
-    assert done.returncode == 1
+        check=False, timeout=60)
+    assert done.returncode == 1, done.stderr
     assert address in done.stderr and "'.[temporal]'" in done.stderr
     assert "serving" not in done.stderr
