@@ -79,8 +79,9 @@ def _workflow_agent(agent: ReActAgent) -> ReActAgent:
 
 
 async def _save(ref: Json, state: AgentState | None, timeout: timedelta) -> None:
-    """Store the session's state in the agent's own store (an activity)."""
-    await workflow.execute_activity(SESSION_SAVE, {**ref, "state": encode_state(state)},
+    """Store the session's state in the agent's own store (a local activity: it runs
+    on the workflow's worker, with no round trip through the task queue)."""
+    await workflow.execute_local_activity(SESSION_SAVE, {**ref, "state": encode_state(state)},
                                     start_to_close_timeout=timeout)
 
 
@@ -115,7 +116,7 @@ class AgentWorkflow:
         session = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id or agent.name)
         ref = {"agent": name, "user_id": session.user_id, "session_id": session.session_id}
         brief = timedelta(seconds=timeouts.model)  # a session load or save
-        stored = decode_state(await workflow.execute_activity(
+        stored = decode_state(await workflow.execute_local_activity(
             SESSION_LOAD, ref, start_to_close_timeout=brief))
         if stored is not None:
             agent.session_store.save(session, stored)

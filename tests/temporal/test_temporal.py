@@ -210,3 +210,14 @@ def test_the_worker_command_names_an_unreachable_server(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert address in done.stderr and "'.[temporal]'" in done.stderr
     assert "serving" not in done.stderr
+
+
+def test_the_overhead_benchmark_runs(temporal_address: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "bench_temporal.py"), "--smoke",
+         "--temporal", temporal_address],
+        env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
+        check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "overhead per call" in done.stdout and "ratio temporal / local" in done.stdout
