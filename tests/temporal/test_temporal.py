@@ -221,3 +221,57 @@ def test_the_overhead_benchmark_runs(temporal_address: str) -> None:
         check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "overhead per call" in done.stdout and "ratio temporal / local" in done.stdout
+
+
+def test_the_example_runs_a_call_and_a_pause_across_workers(temporal_address: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "temporal_durable.py")],
+        env={**os.environ, "PYTHONPATH": str(root), "RX_AGENT_TEMPORAL": temporal_address},
+        capture_output=True, text=True, check=False, timeout=120, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "answer: Order 1234 has shipped.",
+        "paused: PERMISSION_ASKING ['refund']",
+        "no worker now; the pause waits in its workflow",
+        "resumed: Order 1234 is refunded. refunds: ['1234']",
+        "session: 8 messages",
+    ]
+
+
+def test_serve_with_the_temporal_engine_starts_each_call_as_a_workflow(
+    workers: Workers, model_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx
+
+    from rx_agent.serve._cli import ServeConfig, ServeError, build_app
+
+    counts = Path(workers.env["RX_TEST_COUNTS"])
+    (counts / "release").touch()
+    model_server.script(
+        Reply([tool_call(0, id="q1", name="quick", arguments='{"x": 5}')],
+              finish_reason="tool_calls"),
+        Reply([text("quick 5.")]))
+    served = workers.start("temporal_agents:build")
+    monkeypatch.setenv("RX_TEST_MODEL_URL", model_server.url)
+    monkeypatch.setenv("RX_TEST_COUNTS", str(counts))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    app = build_app(ServeConfig(target="temporal_agents:build", engine="temporal",
+                                temporal=workers.address, task_queue=workers.queue))
+
+    async def ask() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://serve") as http:
+            answer = await http.post("/v1/sessions/s1/messages", json={"message": "go"},
+                                     headers={"Accept": "application/json"}, timeout=60)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["content"][0]["text"] == "quick 5."
+            state = (await http.get("/v1/sessions/s1")).json()
+            assert [m["role"] for m in state["messages"]] == ["user", "assistant", "tool",
+                                                              "assistant"]
+
+    asyncio.run(ask())
+    assert _lines(counts / "quick.finish") == [served.pid]  # the worker ran the tool
+    with pytest.raises(ServeError, match=_dead_address().split(":")[0]):
+        build_app(ServeConfig(target="temporal_agents:build", engine="temporal",
+                              temporal=_dead_address(), task_queue="q"))
