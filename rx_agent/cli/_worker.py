@@ -51,7 +51,7 @@ def add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         f"{store_url_forms(plugins=False)}")
     worker.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                         help="what goes to stderr (default info)")
-    worker.set_defaults(handler=cmd_worker)
+    worker.set_defaults(handler=cmd_worker, hard_exit=True)
 
 
 def _agents(args: argparse.Namespace) -> list[Any]:

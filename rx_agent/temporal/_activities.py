@@ -35,13 +35,14 @@ from ._codec import (
     encode_state,
 )
 
-__all__ = ["MODEL_CALL", "NO_SUCH_AGENT", "SESSION_LOAD", "SESSION_SAVE", "TOOL_CALL",
-           "Activities"]
+__all__ = ["MODEL_CALL", "NO_SUCH_AGENT", "SCHEDULE_GATE", "SESSION_LOAD", "SESSION_SAVE",
+           "TOOL_CALL", "Activities"]
 
 MODEL_CALL = "rx_agent.model_call"
 TOOL_CALL = "rx_agent.tool_call"
 SESSION_LOAD = "rx_agent.session_load"
 SESSION_SAVE = "rx_agent.session_save"
+SCHEDULE_GATE = "rx_agent.schedule_gate"
 NO_SUCH_AGENT = "NoSuchAgent"
 MODEL_FAILED = "ModelCallFailed"
 
@@ -74,7 +75,8 @@ class Activities:
 
     def all(self) -> list[Any]:
         """The activity functions to register on the worker."""
-        return [self.model_call, self.tool_call, self.session_load, self.session_save]
+        return [self.model_call, self.tool_call, self.session_load, self.session_save,
+                self.schedule_gate]
 
     def agent(self, name: str) -> ReActAgent:
         agent = self.agents.get(name)
@@ -170,3 +172,11 @@ class Activities:
                                                            request["session_id"]), state)
         if saved is not None:
             await saved
+
+    @activity.defn(name=SCHEDULE_GATE)
+    async def schedule_gate(self, request: Json) -> int:
+        """How many other runs of the schedule are going (Temporal's visibility)."""
+        query = (f'TemporalScheduledById = "{request["schedule"]}" AND '
+                 f'ExecutionStatus = "Running" AND WorkflowId != "{request["workflow_id"]}"')
+        counted = await activity.client().count_workflows(query)
+        return int(counted.count)

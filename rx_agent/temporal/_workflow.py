@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from ..event import AgentEvent, AgentResultEvent
     from ..message import GenerateReason, Msg
     from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
-    from ._activities import NO_SUCH_AGENT, SESSION_LOAD, SESSION_SAVE
+    from ._activities import NO_SUCH_AGENT, SCHEDULE_GATE, SESSION_LOAD, SESSION_SAVE
     from ._codec import decode_input, decode_state, encode_event, encode_state
     from ._driver import TemporalDriver, Timeouts
     from ._registry import registered
@@ -111,8 +111,22 @@ class AgentWorkflow:
                                    non_retryable=True)
         agent = self.agent = _workflow_agent(found)
         timeouts = Timeouts.from_json(start["timeouts"])
-        ctx = self.ctx = RuntimeContext(start.get("session_id"), start.get("user_id"),
-                                        start.get("run_id"))
+        session_id = start.get("session_id")
+        scheduled = start.get("schedule")
+        if scheduled is not None:
+            # A scheduled run: a session of its own unless the schedule names one.
+            info = workflow.info()
+            session_id = session_id or info.workflow_id
+            most = scheduled.get("max_parallel")
+            if most is not None:
+                others = await workflow.execute_local_activity(
+                    SCHEDULE_GATE, {"schedule": scheduled["id"],
+                                    "workflow_id": info.workflow_id},
+                    start_to_close_timeout=timedelta(seconds=timeouts.model))
+                if others >= most:
+                    return {"error": None, "replies": 0,
+                            "skipped": f"{others} runs of the schedule going (at most {most})"}
+        ctx = self.ctx = RuntimeContext(session_id, start.get("user_id"), start.get("run_id"))
         session = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id or agent.name)
         ref = {"agent": name, "user_id": session.user_id, "session_id": session.session_id}
         brief = timedelta(seconds=timeouts.model)  # a session load or save
@@ -142,11 +156,15 @@ class AgentWorkflow:
             given, self.answer = self.answer, None
         self.finished = True
         # The caller reads the last events; a caller that went away is not waited for.
-        await workflow.wait_condition(lambda: self.read >= len(self.events),
-                                      timeout=timedelta(seconds=start.get("grace", 60.0)))
+        grace = start.get("grace", 60.0)
+        if grace > 0:
+            await workflow.wait_condition(lambda: self.read >= len(self.events),
+                                          timeout=timedelta(seconds=grace))
         await workflow.wait_condition(workflow.all_handlers_finished)
         last = self.ends[-1]
-        return {"error": last["error"], "replies": len(self.ends)}
+        kept: Json = last["state"] or {}
+        context = kept.get("context") or [{}]
+        return {"error": last["error"], "replies": len(self.ends), "final": context[-1]}
 
     async def _reply(self, agent: ReActAgent, driver: TemporalDriver, given: Any,
                      ctx: RuntimeContext) -> tuple[Msg | None, Json | None]:
