@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+import random
 import time
 from collections.abc import Iterable
 from contextvars import ContextVar
@@ -27,6 +28,7 @@ __all__ = [
     "install_java_names",
     "java_attribute_error",
     "java_name_hint",
+    "jitter",
     "model_getattr",
     "new_id",
     "now",
@@ -39,12 +41,14 @@ _counter = itertools.count(1)
 
 
 class Stamps(Protocol):
-    """Where ids and timestamps come from instead (a durable workflow's own: they must
+    """Where ids, timestamps and random draws come from instead (a durable workflow's own: they must
     be the same when its history is replayed)."""
 
     def new_id(self) -> str: ...
 
     def now(self) -> float: ...
+
+    def random(self) -> float: ...
 
 
 STAMPS: ContextVar[Stamps | None] = ContextVar("rx_agent_stamps", default=None)
@@ -68,7 +72,14 @@ def now() -> float:
     return _time() if stamps is None else stamps.now()
 
 
+def jitter() -> float:
+    """A random float in [0, 1) (``random.random``, or the :data:`STAMPS` in effect)."""
+    stamps = _stamps()
+    return _random() if stamps is None else stamps.random()
+
+
 _time = time.time
+_random = random.random
 
 # -- Java names ------------------------------------------------------------------------
 # A Java user writes ``sysPrompt``, ``getUserId()`` or ``toolCalls``; the error should

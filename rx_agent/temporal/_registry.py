@@ -25,4 +25,10 @@ def unregister(task_queue: str, agent: ReActAgent) -> None:
 
 
 def registered(task_queue: str, name: str) -> ReActAgent | None:
-    return _agents.get((task_queue, name))
+    """The agent ``name`` of ``task_queue``'s worker; else the one agent of that name
+    (a replayer runs workflows on a task queue of its own)."""
+    found = _agents.get((task_queue, name))
+    if found is None:
+        named = [agent for (_, n), agent in list(_agents.items()) if n == name]
+        found = named[0] if len(named) == 1 else None
+    return found

@@ -52,19 +52,24 @@ def workflow_id(agent: str, user_id: str | None, session_id: str | None) -> str:
 
 
 class _Stamps:
-    """Ids and the clock from the workflow, so a replay makes the same events."""
+    """Ids, the clock and random draws from the workflow, so a replay makes the same
+    events and the same retry delays."""
 
-    __slots__ = ("counter", "prefix")
+    __slots__ = ("counter", "draws", "prefix")
 
     def __init__(self) -> None:
         self.prefix = workflow.uuid4().hex[:12]
         self.counter = itertools.count(1)
+        self.draws = workflow.random()
 
     def new_id(self) -> str:
         return f"{self.prefix}{next(self.counter):06x}"
 
     def now(self) -> float:
         return workflow.time()
+
+    def random(self) -> float:
+        return self.draws.random()
 
 
 def _workflow_agent(agent: ReActAgent) -> ReActAgent:

@@ -129,9 +129,37 @@ async def test_a_call_survives_a_worker_killed_while_its_tool_runs(
     assert kinds[0] == "AgentStartEvent" and kinds[-1] == "AgentEndEvent"
     assert kinds.count("ToolResultEndEvent") == 2
 
+    # The history replays (the hooks and steps again, the effects from the history)
+    # without a nondeterminism error, as a third worker would.
+    history = await client.get_workflow_handle(agent.workflow_id(ctx)).fetch_history()
+    await _replay(history, workers.queue, temporal_agents.build())
+
+
+async def _replay(history: Any, queue: str, agent: Any) -> None:
+    import concurrent.futures
+
+    from temporalio.worker import Replayer
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    from rx_agent.temporal import AgentWorkflow
+    from rx_agent.temporal._registry import register, unregister
+    from rx_agent.temporal._worker import PASSTHROUGH
+
+    register(queue, agent)
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        replayer = Replayer(
+            workflows=[AgentWorkflow], workflow_task_executor=executor,
+            workflow_runner=SandboxedWorkflowRunner(
+                restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)))
+        await replayer.replay_workflow(history)
+    finally:
+        unregister(queue, agent)
+        executor.shutdown()
+
 
 async def test_a_paused_call_waits_across_a_worker_restart(
-    workers: Workers, model_server: OpenAIServer,
+    workers: Workers, model_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     counts = Path(workers.env["RX_TEST_COUNTS"])
     model_server.script(
@@ -155,6 +183,13 @@ async def test_a_paused_call_waits_across_a_worker_restart(
     assert _lines(counts / "deploy.finish") == [second.pid]
     assert len(model_server.requests) == 2
     assert ctx.agent_state is not None and ctx.agent_state.pending is None
+    # The workflow of the pause and its answer replays without a nondeterminism error.
+    from . import temporal_agents
+
+    monkeypatch.setenv("RX_TEST_MODEL_URL", model_server.url)
+    handle = client.get_workflow_handle(agent.workflow_id(ctx))
+    assert (await handle.result())["replies"] == 2
+    await _replay(await handle.fetch_history(), workers.queue, temporal_agents.build_careful())
     # A next call of the session starts a new workflow on the saved session.
     model_server.script(Reply([text("Nothing left to deploy.")]))
     assert (await agent.acall("anything else?", ctx)).text == "Nothing left to deploy."
