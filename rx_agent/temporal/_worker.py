@@ -38,11 +38,14 @@ class AgentWorker:
     ``async with AgentWorker(client, "q", [agent]):`` runs it for the block;
     ``await worker.run()`` until cancelled. ``extra_passthrough`` names more modules
     the workflow sandbox must share (a middleware's module that imports inside a hook).
+    ``max_cached_workflows``: workflows kept in memory between their tasks (``0``: each
+    task replays its workflow's history, as after a crash: a test of determinism).
     """
 
     def __init__(self, client: Client, task_queue: str, agents: Iterable[ReActAgent], *,
                  extra_passthrough: Iterable[str] = (),
                  max_concurrent_activities: int = 100,
+                 max_cached_workflows: int = 1000,
                  graceful_shutdown: float = 0.0) -> None:
         self.agents = list(agents)
         names = [a.name for a in self.agents]
@@ -64,6 +67,7 @@ class AgentWorker:
             workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
             workflow_task_executor=self._executor,
             max_concurrent_activities=max_concurrent_activities,
+            max_cached_workflows=max_cached_workflows,
             graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown))
 
     def _register(self) -> None:

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,10 +27,16 @@ from rx_agent import (
     AgentEvent,
     AgentResultEvent,
     ConfirmResult,
+    ExtensionPoint,
     GenerateReason,
+    MiddlewareBase,
     Msg,
+    ReActAgent,
     RequireUserConfirmEvent,
     RuntimeContext,
+    ScriptedModel,
+    Toolkit,
+    ToolUseBlock,
     UserConfirmResultEvent,
 )
 from rx_agent.temporal import (
@@ -310,3 +317,67 @@ def test_serve_with_the_temporal_engine_starts_each_call_as_a_workflow(
     with pytest.raises(ServeError, match=_dead_address().split(":")[0]):
         build_app(ServeConfig(target="temporal_agents:build", engine="temporal",
                               temporal=_dead_address(), task_queue="q"))
+
+
+class _Where(MiddlewareBase):
+    """Records where the hooks around the effects run."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, bool, str]] = []
+
+    def active_points(self) -> set[ExtensionPoint]:
+        return {ExtensionPoint.ON_MODEL_CALL, ExtensionPoint.ON_ACTING}
+
+    def _note(self, point: str) -> None:
+        from temporalio import workflow
+
+        self.seen.append((point, workflow.in_workflow(), threading.current_thread().name))
+
+    def on_model_call(self, agent: Any, ctx: Any, input: Any, next: Any) -> Any:
+        self._note("model")
+        return next(input)
+
+    def on_acting(self, agent: Any, ctx: Any, input: Any, next: Any) -> Any:
+        self._note("acting")
+        return next(input)
+
+
+_TOOL_RAN: list[bool] = []
+
+
+async def where_am_i() -> str:
+    """Say where the tool runs."""
+    from temporalio import activity
+
+    _TOOL_RAN.append(activity.in_activity())
+    return "in an activity"
+
+
+async def test_hooks_run_in_the_workflow_and_a_replay_makes_the_same_events(
+    temporal_address: str,
+) -> None:
+    from rx_agent.temporal import AgentWorker
+
+    where = _Where()
+    agent = ReActAgent(
+        name="where", model=ScriptedModel([[ToolUseBlock(id="w1", name="where_am_i",
+                                                         input={})], ["Found it."]]),
+        toolkit=Toolkit([where_am_i]), middlewares=[where])
+    client = await connect(temporal_address)
+    queue = f"where-{time.time_ns()}"
+    # No workflow cache: every workflow task replays the history from the start.
+    async with AgentWorker(client, queue, [agent], max_cached_workflows=0):
+        remote = TemporalAgent(client, "where", queue)
+        ctx = RuntimeContext(session_id="w")
+        events = await _events(remote, "where?", ctx)
+        assert _final(events).text == "Found it."
+        handle = client.get_workflow_handle(remote.workflow_id(ctx))
+        await handle.result()
+        # A query of the finished workflow replays it from its history: ids and
+        # timestamps are the workflow's, so the events are the ones the caller got.
+        replayed = await handle.query("read", args=[0, 0])
+    assert [e.model_dump(mode="json") for e in events] == replayed["events"]
+    assert _TOOL_RAN == [True]
+    assert {(point, inside) for point, inside, _ in where.seen} == {
+        ("model", True), ("acting", True)}
+    assert {thread for _, _, thread in where.seen} == {"rx-agent-workflows_0"}
