@@ -21,6 +21,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import bench_request_growth  # noqa: E402
 import gc_objects  # noqa: E402
 import workloads as w  # noqa: E402
 from peer.setup_peer import PeerSetupError, ensure_peer_venv, run_peer  # noqa: E402
@@ -244,6 +245,14 @@ class Suite:
         self.row("floor of 10 bare maps ns/event", f"{floor10 / self.events * 1e9:.0f}",
                  "extra ~= floor")
 
+    # 9: request building as the conversation and the toolkit grow -------------------
+    async def request_growth(self) -> None:
+        print("\n[9] request growth: kept wire forms and tool schemas vs rebuilt every call "
+              "(benchmarks/bench_request_growth.py)", flush=True)
+        rows, _ = await bench_request_growth.run(self.args.smoke)
+        for what, value, target in rows:
+            self.row(what, value, target)
+
     async def run(self) -> None:
         gc.collect()
         gc.freeze()  # as the peer does: import garbage never lands in a timed run
@@ -253,6 +262,7 @@ class Suite:
         await self.inactive()
         await self.sync_tools()
         await self.objects()
+        await self.request_growth()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -112,7 +112,7 @@ class _Merge:
                     f"{source}; a later tool never replaces an earlier one, so rename one"
                 )
             spec.source = source
-            kit._tools[spec.name] = spec
+            kit._put(spec)
 
     def builtins(self, install: Callable[[Toolkit], MiddlewareBase]) -> MiddlewareBase:
         kit = self.toolkit()

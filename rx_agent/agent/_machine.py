@@ -139,7 +139,7 @@ class Prepare(Step):
             scope.toolkit = structured.toolkit(scope.toolkit)
             scope.response_tool = structured.tool
             loop.options = structured.options(loop.options)
-        loop.tools = tuple(scope.toolkit.schemas())
+        loop.tools = scope.toolkit.schema_view()  # built once per change of the tools
         if self.resume is not None:
             return Continue(Resume(self.resume, after_batch(loop, None)))
         return next_round(loop)

@@ -167,7 +167,7 @@ class StructuredOutput:
             raise ValueError(f"the agent has a tool named {RESPONSE_TOOL!r}, which structured "
                              "output needs for itself; rename that tool")
         overlay = toolkit.copy()
-        overlay._tools[RESPONSE_TOOL] = self.tool  # a runtime tool: no name check, no source
+        overlay._put(self.tool)  # a runtime tool: no name check, no source
         return overlay
 
     def options(self, options: GenerateOptions) -> GenerateOptions:

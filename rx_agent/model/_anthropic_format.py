@@ -28,11 +28,18 @@ from rx_agent.message import (
     ToolUseBlock,
 )
 
+from ._wire_cache import encode_json
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
 
 __all__ = [
     "ERROR_STATUS",
     "STOP_REASONS",
+    "AnthropicJSON",
+    "AnthropicWire",
+    "anthropic_message",
+    "anthropic_message_json",
+    "join_anthropic_json",
+    "join_anthropic_messages",
     "parse_message",
     "parse_usage",
     "stop_reason",
@@ -73,25 +80,125 @@ def stop_reason(reason: str) -> str:
 
 def to_anthropic_messages(messages: Iterable[Msg]) -> tuple[str, list[JSONDict]]:
     """The ``system`` text and the ``messages`` array."""
+    return join_anthropic_messages([anthropic_message(m) for m in messages])
+
+
+AnthropicWire = tuple[str | None, JSONDict | None]
+"""One message's share of the request, which depends on that message alone (the model
+keeps it, see ``_wire_cache``), read-only once made: a system message's text (else
+``None``), and its turn, tool results first (``None``: nothing to send)."""
+
+
+def anthropic_message(msg: Msg) -> AnthropicWire:
+    """``msg``'s :data:`AnthropicWire`."""
+    if msg.role is Role.SYSTEM:
+        return "\n".join(_texts(msg.content)), None
+    if msg.role is Role.ASSISTANT:
+        blocks = _assistant_blocks(msg.content)
+        role = "assistant"
+    else:
+        blocks = _user_blocks(msg)
+        role = "user"
+    if not blocks:
+        return None, None  # an empty turn is rejected and tells the model nothing
+    return None, {"role": role, "content": blocks}
+
+
+def _results_last(block: JSONDict) -> bool:
+    return bool(block["type"] != "tool_result")
+
+
+def join_anthropic_messages(wires: Iterable[AnthropicWire]) -> tuple[str, list[JSONDict]]:
+    """The ``system`` text and the ``messages`` array from each message's
+    :data:`AnthropicWire`, in order. Consecutive turns of one role are merged (into
+    a new turn: the wires' own are read-only), tool results leading."""
     system: list[str] = []
     turns: list[JSONDict] = []
-    for msg in messages:
-        if msg.role is Role.SYSTEM:
-            text = "\n".join(_texts(msg.content))
+    last_role = None
+    merged = False  # the last turn is this call's own (a merge), not a wire's
+    for text, turn in wires:
+        if turn is None:
             if text:
                 system.append(text)
             continue
-        role = "assistant" if msg.role is Role.ASSISTANT else "user"
-        blocks = _assistant_blocks(msg.content) if role == "assistant" else _user_blocks(msg)
-        if not blocks:
-            continue  # an empty turn is rejected and tells the model nothing
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
+        role = turn["role"]
+        if role != last_role:
+            if merged:
+                turns[-1]["content"].sort(key=_results_last)
+                merged = False
+            turns.append(turn)
+            last_role = role
+        elif merged:
+            turns[-1]["content"].extend(turn["content"])
         else:
-            turns.append({"role": role, "content": blocks})
-    for turn in turns:  # tool results lead their user turn, as the API requires
-        turn["content"].sort(key=lambda b: b["type"] != "tool_result")
+            turns[-1] = {"role": role, "content": [*turns[-1]["content"], *turn["content"]]}
+            merged = True
+    if merged:
+        turns[-1]["content"].sort(key=_results_last)
     return "\n\n".join(system), turns
+
+
+AnthropicJSON = tuple[str | None, str | None, Sequence[bytes], Sequence[bytes], bytes]
+"""A message's :data:`AnthropicWire` as the model keeps it: the system text, the
+turn's role (``None``: no turn), its tool results and its other blocks, each already
+JSON (a merged turn's content is every tool result, then the rest), and the JSON of
+its turn alone."""
+
+
+def anthropic_message_json(msg: Msg) -> AnthropicJSON:
+    """``msg``'s :data:`AnthropicJSON`."""
+    system, turn = anthropic_message(msg)
+    if turn is None:
+        return system, None, (), (), b""
+    content = turn["content"]
+    blocks = [encode_json(b) for b in content]
+    lead = 0
+    while lead < len(blocks) and content[lead]["type"] == "tool_result":
+        lead += 1
+    role = turn["role"]
+    return None, role, blocks[:lead], blocks[lead:], _turn_json(role, blocks)
+
+
+def join_anthropic_json(wires: Iterable[AnthropicJSON]) -> tuple[str, list[bytes]]:
+    """The ``system`` text and the items of the ``messages`` array as JSON, from each
+    message's :data:`AnthropicJSON`: what ``json.dumps`` makes of each of
+    :func:`join_anthropic_messages`' turns."""
+    system: list[str] = []
+    out: list[bytes] = []
+    role: str | None = None
+    run: list[AnthropicJSON] = []  # the wires of the turn being joined
+    for wire in wires:
+        turn_role = wire[1]
+        if turn_role is None:
+            if wire[0]:
+                system.append(wire[0])
+            continue
+        if turn_role != role:
+            if run:
+                out.append(_merged(run))
+            role, run = turn_role, [wire]
+        else:
+            run.append(wire)
+    if run:
+        out.append(_merged(run))
+    return "\n\n".join(system), out
+
+
+def _merged(run: list[AnthropicJSON]) -> bytes:
+    """One turn from consecutive messages of one role: tool results first."""
+    if len(run) == 1:
+        return run[0][4]
+    role = run[0][1]
+    assert role is not None
+    return _turn_json(role, [b for w in run for b in w[2]] + [b for w in run for b in w[3]])
+
+
+_ROLES = {role: b'{"role": "' + role.encode() + b'", "content": [' for role in
+          ("user", "assistant")}
+
+
+def _turn_json(role: str, blocks: list[bytes]) -> bytes:
+    return _ROLES[role] + b", ".join(blocks) + b"]}"
 
 
 def _texts(blocks: Iterable[ContentBlock]) -> list[str]:
@@ -114,14 +221,19 @@ def _assistant_blocks(blocks: Sequence[ContentBlock]) -> list[JSONDict]:
 
 
 def _user_blocks(msg: Msg) -> list[JSONDict]:
+    """A user turn's blocks, tool results first (as the API requires)."""
+    results: list[JSONDict] = []
     out: list[JSONDict] = []
     for block in msg.content:
         if isinstance(block, ToolResultBlock):
-            out.append(_tool_result(block))
+            results.append(_tool_result(block))
         elif isinstance(block, TextBlock | HintBlock):
             out.extend({"type": "text", "text": t} for t in _texts([block]))
         elif isinstance(block, DataBlock):
             out.append(_data(block))
+    if results:
+        results.extend(out)
+        return results
     return out
 
 

@@ -20,6 +20,7 @@ from rx_agent.options import GenerateOptions
 
 from ._http import EventParser, HTTPTransport, is_json, read_events
 from ._http_pool import ClientPool
+from ._wire_cache import encode_body
 from .base import AsyncChatModel, ModelChunk, UsageChunk
 from .errors import ModelError, ModelRequestError, ModelResponseError
 
@@ -101,14 +102,44 @@ class HTTPChatModel(AsyncChatModel):
 
     # --------------------------------------------------------------- one call
 
-    @abc.abstractmethod
     def request_body(
         self,
         messages: Sequence[Msg],
         tools: Sequence[Mapping[str, Any]] = (),
         options: GenerateOptions | None = None,
     ) -> dict[str, Any]:
-        """The JSON body this model would send for one call (public for debugging)."""
+        """The JSON body this model would send for one call (public for debugging).
+
+        Built afresh: changing it changes nothing else. A call sends the same body
+        built from the wire forms the model keeps of each message and of the tool
+        schemas (``_wire_cache``), which are shared between calls and never changed."""
+        return self._body(messages, tools, options, cached=False)
+
+    @abc.abstractmethod
+    def _body(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[Mapping[str, Any]],
+        options: GenerateOptions | None,
+        *,
+        cached: bool,
+    ) -> dict[str, Any]:
+        """The request body; with ``cached``, its messages and tool schemas are the
+        JSON kept between calls (``RawJSON``, for :func:`encode_body`)."""
+
+    def _call_payload(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[Mapping[str, Any]],
+        options: GenerateOptions | None,
+    ) -> bytes:
+        """What a call sends: ``request_body``'s JSON, with the messages and the tool
+        schemas as kept encoded between calls (a subclass that overrides
+        :meth:`request_body` is asked instead)."""
+        if type(self).request_body is HTTPChatModel.request_body:
+            return encode_body(self._body(messages, tools, options, cached=True))
+        return json.dumps(self.request_body(messages, tools, options),
+                          ensure_ascii=False).encode()
 
     @staticmethod
     def _lay_options(body: dict[str, Any], opts: GenerateOptions, stop_key: str = "stop") -> None:
@@ -141,10 +172,9 @@ class HTTPChatModel(AsyncChatModel):
     ) -> AsyncIterator[ModelChunk]:
         transport = self._transport
         try:
-            body = self.request_body(messages, tools, options)
             # Encoded here rather than by httpx so that a value JSON cannot carry
             # (in a tool schema, say) fails as a typed, non-retryable error.
-            payload = json.dumps(body, ensure_ascii=False).encode()
+            payload = self._call_payload(messages, tools, options)
         except (TypeError, ValueError, KeyError) as exc:
             raise ModelRequestError(f"cannot build the request for {transport.shown_url}: "
                                     f"{exc}", url=transport.shown_url) from exc

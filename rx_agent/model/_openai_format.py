@@ -27,11 +27,18 @@ from rx_agent.message import (
     ToolUseBlock,
 )
 
+from ._wire_cache import dumps, encode_json
 from .base import FinishChunk, ModelChunk, TextChunk, ThinkingChunk, ToolCallChunk, UsageChunk
 
 __all__ = [
+    "OpenAIJSON",
+    "OpenAIWire",
     "ParsedCompletion",
     "ParsedToolCall",
+    "join_openai_json",
+    "join_openai_messages",
+    "openai_message",
+    "openai_message_json",
     "parse_completion",
     "parse_usage",
     "to_openai_messages",
@@ -61,28 +68,100 @@ def to_openai_messages(messages: Iterable[Msg]) -> list[JSONDict]:
       of tool messages as one user message: putting it between them would split the
       answers to one batch of calls, which the API rejects.
     """
+    return join_openai_messages([openai_message(m) for m in messages])
+
+
+OpenAIWire = tuple[Sequence[JSONDict], Sequence[JSONDict], bool, JSONDict | None]
+"""One message's share of the ``messages`` array, which depends on that message alone
+(the model keeps it, see ``_wire_cache``), read-only once made: its tool messages
+(one per ``ToolResultBlock``), the user content parts that wait for the run of tool
+messages to end, whether it is a tool ``Msg`` (the run goes on after it), and the
+message itself (``None``: nothing the model needs). A plain tuple: one is made per
+message encoded."""
+
+
+def openai_message(msg: Msg) -> OpenAIWire:
+    """``msg``'s :data:`OpenAIWire`."""
+    content = msg.content
+    results = [b for b in content if isinstance(b, ToolResultBlock)]
+    if results:
+        others: Sequence[ContentBlock] = [
+            b for b in content if not isinstance(b, ToolResultBlock)]
+        deferred: list[JSONDict] = []
+        tool_messages: Sequence[JSONDict] = [_tool_message(r, deferred) for r in results]
+    else:
+        others, deferred, tool_messages = content, [], ()
+    if msg.role is Role.TOOL:
+        # Whatever else a tool Msg holds can only reach the model as user content.
+        deferred.extend(_parts(others, images=True))
+        return tool_messages, deferred, True, None
+    return tool_messages, deferred or (), False, _plain_message(msg.role, others)
+
+
+def join_openai_messages(wires: Iterable[OpenAIWire]) -> list[JSONDict]:
+    """The ``messages`` array from each message's :data:`OpenAIWire`, in order (the
+    entries are the wires' own dicts: the array is read-only too)."""
     out: list[JSONDict] = []
     deferred: list[JSONDict] = []  # user content parts waiting for the tool run to end
-
-    def flush() -> None:
+    for tool_messages, parts, is_tool, message in wires:
+        if tool_messages:
+            out.extend(tool_messages)
+        if parts:
+            deferred.extend(parts)
+        if is_tool:
+            continue
         if deferred:
             out.append({"role": "user", "content": _compact(deferred)})
-            deferred.clear()
+            deferred = []
+        if message is not None:
+            out.append(message)
+    if deferred:
+        out.append({"role": "user", "content": _compact(deferred)})
+    return out
 
-    for msg in messages:
-        results = [b for b in msg.content if isinstance(b, ToolResultBlock)]
-        others = [b for b in msg.content if not isinstance(b, ToolResultBlock)]
-        for result in results:
-            out.append(_tool_message(result, deferred))
-        if msg.role is Role.TOOL:
-            # Whatever else a tool Msg holds can only reach the model as user content.
-            deferred.extend(_parts(others, images=True))
+
+OpenAIJSON = bytes | tuple[Sequence[bytes], Sequence[JSONDict], bool, bytes | None]
+"""A message's :data:`OpenAIWire` as the model keeps it: the JSON of a plain message
+(the usual case: no tool messages, nothing deferred), else its tool messages' and its
+own JSON (the deferred parts stay dicts: they are sent joined with their
+neighbours')."""
+
+
+def openai_message_json(msg: Msg) -> OpenAIJSON:
+    """``msg``'s :data:`OpenAIJSON`."""
+    tool_messages, deferred, is_tool, message = openai_message(msg)
+    own = None if message is None else encode_json(message)
+    if own is not None and not tool_messages and not deferred and not is_tool:
+        return own
+    return [encode_json(m) for m in tool_messages], deferred, is_tool, own
+
+
+def join_openai_json(wires: Iterable[OpenAIJSON]) -> list[bytes]:
+    """The items of the ``messages`` array as JSON, from each message's
+    :data:`OpenAIJSON`: what ``json.dumps`` makes of each of
+    :func:`join_openai_messages`' entries."""
+    out: list[bytes] = []
+    append = out.append
+    deferred: list[JSONDict] = []
+    for wire in wires:
+        if isinstance(wire, bytes):
+            if deferred:
+                append(encode_json({"role": "user", "content": _compact(deferred)}))
+                deferred = []
+            append(wire)
             continue
-        flush()
-        converted = _plain_message(msg.role, others)
-        if converted is not None:
-            out.append(converted)
-    flush()
+        tool_json, parts, is_tool, message_json = wire
+        out.extend(tool_json)
+        deferred.extend(parts)
+        if is_tool:
+            continue
+        if deferred:
+            append(encode_json({"role": "user", "content": _compact(deferred)}))
+            deferred = []
+        if message_json is not None:
+            append(message_json)
+    if deferred:
+        append(encode_json({"role": "user", "content": _compact(deferred)}))
     return out
 
 
@@ -159,9 +238,7 @@ def _data_part(block: DataBlock) -> JSONDict | None:
 def _tool_call(block: ToolUseBlock) -> JSONDict:
     # raw_input holds argument text that was not a JSON object; echo it verbatim so
     # the model sees what it actually produced.
-    arguments = block.raw_input if block.raw_input is not None else json.dumps(
-        block.input, ensure_ascii=False
-    )
+    arguments = block.raw_input if block.raw_input is not None else dumps(block.input)
     return {
         "id": block.id,
         "type": "function",

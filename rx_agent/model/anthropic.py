@@ -17,6 +17,8 @@ from rx_agent.message import Msg
 from rx_agent.options import GenerateOptions
 
 from ._anthropic_format import (
+    anthropic_message_json,
+    join_anthropic_json,
     parse_message,
     to_anthropic_messages,
     to_anthropic_tool_choice,
@@ -25,12 +27,17 @@ from ._anthropic_format import (
 from ._anthropic_stream import AnthropicStreamParser
 from ._http import resolve_base_url
 from ._http_model import HTTPChatModel, StreamParser
+from ._wire_cache import RawJSON, ToolsCache, WireCache, encode_json
 from .base import ModelChunk
 
 __all__ = ["AnthropicChatModel"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
+
+
+def _tools_json(tools: Sequence[Mapping[str, Any]]) -> RawJSON:
+    return RawJSON([encode_json(t) for t in to_anthropic_tools(tools)])
 
 
 class AnthropicChatModel(HTTPChatModel):
@@ -90,28 +97,36 @@ class AnthropicChatModel(HTTPChatModel):
             generation_options=generation_options,
             key_hint="ANTHROPIC_API_KEY or api_key=",
         )
+        # Each message's wire form, and the tool schemas', made once (see _wire_cache).
+        self._wire_messages = WireCache(anthropic_message_json)
+        self._wire_tools = ToolsCache(_tools_json)
 
     def __repr__(self) -> str:
         return f"AnthropicChatModel(name={self.name!r}, base_url={self.base_url!r})"
 
-    def request_body(
+    def _body(
         self,
         messages: Sequence[Msg],
-        tools: Sequence[Mapping[str, Any]] = (),
-        options: GenerateOptions | None = None,
+        tools: Sequence[Mapping[str, Any]],
+        options: GenerateOptions | None,
+        *,
+        cached: bool,
     ) -> dict[str, Any]:
-        """The JSON body this model would send for one call (public for debugging)."""
         opts = options or GenerateOptions()
         body: dict[str, Any] = {"max_tokens": self.max_tokens, **self.generation_options}
         self._lay_options(body, opts, stop_key="stop_sequences")
-        wire_tools = to_anthropic_tools(tools)
-        if wire_tools:
-            body["tools"] = wire_tools
+        if tools:
+            body["tools"] = self._wire_tools.get(tools) if cached else to_anthropic_tools(tools)
             if opts.tool_choice is not None:
                 body["tool_choice"] = to_anthropic_tool_choice(opts.tool_choice)
         else:
             body.pop("tool_choice", None)  # rejected without tools (the summary call)
-        system, turns = to_anthropic_messages(messages)
+        turns: list[dict[str, Any]] | RawJSON
+        if cached:
+            system, items = join_anthropic_json(self._wire_messages.values(messages))
+            turns = RawJSON(items)
+        else:
+            system, turns = to_anthropic_messages(messages)
         for key in ("model", "messages", "stream", "system"):
             body.pop(key, None)
         head: dict[str, Any] = {"model": self.name}

@@ -23,17 +23,24 @@ from rx_agent.options import GenerateOptions
 from ._http import bearer_headers, resolve_base_url
 from ._http_model import HTTPChatModel, StreamParser
 from ._openai_format import (
+    join_openai_json,
+    openai_message_json,
     parse_completion,
     to_openai_messages,
     to_openai_tool_choice,
     to_openai_tools,
 )
 from ._openai_stream import OpenAIStreamParser
+from ._wire_cache import RawJSON, ToolsCache, WireCache, encode_json
 from .base import ModelChunk
 
 __all__ = ["OpenAIChatModel"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def _tools_json(tools: Sequence[Mapping[str, Any]]) -> RawJSON:
+    return RawJSON([encode_json(t) for t in to_openai_tools(tools)])
 
 
 class OpenAIChatModel(HTTPChatModel):
@@ -102,19 +109,23 @@ class OpenAIChatModel(HTTPChatModel):
             generation_options=generation_options,
             key_hint="OPENAI_API_KEY or api_key=",
         )
+        # Each message's wire form, and the tool schemas', made once (see _wire_cache).
+        self._wire_messages = WireCache(openai_message_json)
+        self._wire_tools = ToolsCache(_tools_json)
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(name={self.name!r}, base_url={self.base_url!r})"
 
     # -------------------------------------------------------------------- request
 
-    def request_body(
+    def _body(
         self,
         messages: Sequence[Msg],
-        tools: Sequence[Mapping[str, Any]] = (),
-        options: GenerateOptions | None = None,
+        tools: Sequence[Mapping[str, Any]],
+        options: GenerateOptions | None,
+        *,
+        cached: bool,
     ) -> dict[str, Any]:
-        """The JSON body this model would send for one call (public for debugging)."""
         opts = options or GenerateOptions()
         body: dict[str, Any] = dict(self.generation_options)
         self._lay_options(body, opts)
@@ -122,9 +133,8 @@ class OpenAIChatModel(HTTPChatModel):
         if schema is not None and self.supports_response_schema:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": schema["name"], "schema": schema["schema"], "strict": False}}
-        wire_tools = to_openai_tools(tools)
-        if wire_tools:
-            body["tools"] = wire_tools
+        if tools:
+            body["tools"] = self._wire_tools.get(tools) if cached else to_openai_tools(tools)
             if opts.tool_choice is not None:
                 body["tool_choice"] = to_openai_tool_choice(opts.tool_choice)
         else:
@@ -138,7 +148,8 @@ class OpenAIChatModel(HTTPChatModel):
             body.pop(key, None)
         body = {
             "model": self.name,
-            "messages": to_openai_messages(messages),
+            "messages": RawJSON(join_openai_json(self._wire_messages.values(messages)))
+            if cached else to_openai_messages(messages),
             **body,
             "stream": self.streaming,
         }

@@ -20,6 +20,7 @@ from .._rx import DirectObservable, on_some_loop, running_loop
 from ..message import ChatUsage, Msg, TextBlock, ThinkingBlock, ToolUseBlock
 from ..middleware.inputs import ModelCallInput
 from ..options import GenerateOptions
+from ._wire_cache import WireCache
 from .base import (
     ChatModel,
     FinishChunk,
@@ -39,6 +40,15 @@ ScriptEntry = str | Sequence[ScriptItem] | BaseException
 
 def _estimate_tokens(text_len: int) -> int:
     return max(1, text_len // 4)
+
+
+# From how many messages on the usage estimate keeps each message's text length.
+_KEPT_FROM = 32
+
+
+def _text_length(msg: Msg) -> int:
+    """What the usage estimate counts of a message: its text and thinking."""
+    return len(msg.text) + len(msg.thinking)
 
 
 class ScriptedModel(ChatModel):
@@ -74,6 +84,8 @@ class ScriptedModel(ChatModel):
         self.delay = float(delay)
         self.calls: list[ModelCallInput] = []
         self._lock = threading.Lock()
+        # Each message's text length, read once (a conversation is handed whole each call).
+        self._lengths = WireCache(_text_length)
 
     @staticmethod
     def _check(i: int, entry: ScriptEntry) -> list[Any] | BaseException:
@@ -143,7 +155,9 @@ class ScriptedModel(ChatModel):
             else:
                 yield item  # an exception: the stream fails here
                 return
-        prompt = sum(len(m.text) + len(m.thinking) for m in messages)
+        # A short conversation is read again: cheaper than finding what was kept.
+        prompt = sum(self._lengths.values(messages)) if len(messages) > _KEPT_FROM else sum(
+            map(_text_length, messages))
         yield UsageChunk(ChatUsage(input_tokens=_estimate_tokens(prompt),
                                    output_tokens=_estimate_tokens(produced)))
         yield FinishChunk("tool_calls" if tool_index else "stop")

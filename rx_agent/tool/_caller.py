@@ -118,7 +118,7 @@ class CallerTools:
                              "name of one of the agent's own tools; rename them")
         kit = toolkit.copy()
         for item in self.tools:
-            kit._tools[item.name] = item  # a runtime tool: no registration, no source
+            kit._put(item)  # a runtime tool: no registration, no source
         return kit
 
     def __len__(self) -> int:
