@@ -11,19 +11,24 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+import random
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from ._keywords import java_candidates, model_keywords, unknown_keyword_error
 
 __all__ = [
+    "STAMPS",
     "Record",
+    "Stamps",
     "install_java_names",
     "java_attribute_error",
     "java_name_hint",
+    "jitter",
     "model_getattr",
     "new_id",
     "now",
@@ -35,12 +40,46 @@ _PREFIX = os.urandom(6).hex()
 _counter = itertools.count(1)
 
 
+class Stamps(Protocol):
+    """Where ids, timestamps and random draws come from instead (a durable workflow's own: they must
+    be the same when its history is replayed)."""
+
+    def new_id(self) -> str: ...
+
+    def now(self) -> float: ...
+
+    def random(self) -> float: ...
+
+
+STAMPS: ContextVar[Stamps | None] = ContextVar("rx_agent_stamps", default=None)
+"""Set by code that runs a call where ids and the clock must replay (``rx_agent.temporal``);
+unset, ids are the process prefix and a counter and the clock is ``time.time``."""
+
+_stamps = STAMPS.get
+
+
 def new_id() -> str:
-    """A short unique id (process prefix + counter)."""
-    return f"{_PREFIX}{next(_counter):06x}"
+    """A short unique id (process prefix + counter, or the :data:`STAMPS` in effect)."""
+    stamps = _stamps()
+    if stamps is None:
+        return f"{_PREFIX}{next(_counter):06x}"
+    return stamps.new_id()
 
 
-now = time.time
+def now() -> float:
+    """Seconds since the epoch (``time.time``, or the :data:`STAMPS` in effect)."""
+    stamps = _stamps()
+    return _time() if stamps is None else stamps.now()
+
+
+def jitter() -> float:
+    """A random float in [0, 1) (``random.random``, or the :data:`STAMPS` in effect)."""
+    stamps = _stamps()
+    return _random() if stamps is None else stamps.random()
+
+
+_time = time.time
+_random = random.random
 
 # -- Java names ------------------------------------------------------------------------
 # A Java user writes ``sysPrompt``, ``getUserId()`` or ``toolCalls``; the error should

@@ -34,6 +34,8 @@ works (tests/core/test_errors_tree.py keeps this tree equal to the classes)::
     │   │                                      a newer state was saved meanwhile
     │   ├── SessionBusyError (RuntimeError)    another worker holds the session
     │   └── SessionCorruptError (ValueError)   a stored record cannot be read
+    ├── TemporalUnavailableError (ConnectionError) no Temporal server at the address
+    ├── TemporalCallError (RuntimeError)       a call run as a workflow failed there
     └── ModelError                             a model call failed
         ├── ModelAuthenticationError           401 / 403
         ├── ModelRequestError                  4xx: the request is wrong
@@ -51,7 +53,8 @@ under the root all the same, for a program that calls ``main`` or ``build_app``.
 
 This is the bottom layer: every error but the root loads from its module on first
 access (rx_agent/_publish.py). Only ``ServeError``, ``HTTPError`` and ``OpenAIError``
-need an extra (``serve``); without it, naming them raises an ``ImportError`` that
+need an extra (``serve``), and ``TemporalUnavailableError`` and ``TemporalCallError``
+theirs (``temporal``); without it, naming them raises an ``ImportError`` that
 says what to install.
 """
 
@@ -95,6 +98,8 @@ _LAZY = {
     "SessionError": "rx_agent.session._base",
     "StructuredOutputError": "rx_agent.agent._structured",
     "TargetError": "rx_agent.cli._target",
+    "TemporalCallError": "rx_agent.temporal._errors",
+    "TemporalUnavailableError": "rx_agent.temporal._errors",
     "TodoListError": "rx_agent.builtin.tasks",
     "ToolArgumentError": "rx_agent.tool.toolkit",
     "ToolMiddlewareError": "rx_agent.tool._middleware",
@@ -134,6 +139,8 @@ __all__ = [
     "SessionError",
     "StructuredOutputError",
     "TargetError",
+    "TemporalCallError",
+    "TemporalUnavailableError",
     "TodoListError",
     "ToolArgumentError",
     "ToolMiddlewareError",

@@ -29,7 +29,8 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["postgres_url", "redis_server_binary", "redis_url", "service_missing"]
+__all__ = ["postgres_url", "redis_server_binary", "redis_url", "service_missing",
+           "temporal_address"]
 
 
 def service_missing(what: str) -> NoReturn:
@@ -112,3 +113,21 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except RuntimeError as exc:
             pytest.fail(str(exc))
         yield url
+
+
+@pytest.fixture(scope="session")
+def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``HOST:PORT`` of a fresh Temporal dev server (``temporal server start-dev``, a
+    SQLite file in a temporary folder), stopped after the run."""
+    if importlib.util.find_spec("temporalio") is None:
+        service_missing("the temporalio SDK is missing: pip install -e '.[temporal,test]'")
+    from rx_agent.testing._temporal_server import TemporalUnavailable, temporal_dev_server
+
+    with contextlib.ExitStack() as stack:
+        try:
+            address = stack.enter_context(temporal_dev_server(tmp_path_factory.mktemp("temporal")))
+        except TemporalUnavailable as exc:
+            service_missing(str(exc))
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        yield address

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models and tools", ("rx_agent.model", "rx_agent.tool", "rx_agent.plugin")),
     ("agent", ("rx_agent.agent",)),
     ("built-ins", ("rx_agent.builtin", "rx_agent.tracing", "rx_agent.operators",
-                   "rx_agent.testing", "rx_agent.a2a")),
+                   "rx_agent.testing", "rx_agent.a2a", "rx_agent.temporal")),
     ("CLI and server", ("rx_agent.cli", "rx_agent._demo", "rx_agent.__main__",
                         "rx_agent.serve")),
 ]

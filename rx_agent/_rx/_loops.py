@@ -43,7 +43,10 @@ class LoopAffinity:
 
     def hop(self, fn: Callable[..., Any], *args: Any) -> None:
         """``fn(*args)`` on the loop, later, whatever thread this is."""
-        self.loop.call_soon_threadsafe(fn, *args)
+        if _thread_id() == self.thread:  # a workflow engine's loop has no threadsafe form
+            self.loop.call_soon(fn, *args)
+        else:
+            self.loop.call_soon_threadsafe(fn, *args)
 
 
 # The thread of each loop seen running (a loop never moves to another thread while

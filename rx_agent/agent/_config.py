@@ -7,11 +7,11 @@ setting can change under a call in flight.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._record import jitter
 from ..context import RuntimeContext
 from ..middleware._plan import ExecutionPlan
 from ..model.base import ChatModel
@@ -49,7 +49,7 @@ class RetryPolicy:
         if self.initial_backoff <= 0 and retry_after is None:
             return 0.0
         base = min(self.max_backoff, self.initial_backoff * (2 ** (attempt - 1)))
-        delay: float = base * (0.5 + random.random() / 2)
+        delay: float = base * (0.5 + jitter() / 2)  # the workflow's draw in a workflow
         if retry_after is not None:
             delay = max(delay, float(retry_after))
         return delay

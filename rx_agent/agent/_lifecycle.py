@@ -428,7 +428,9 @@ class Run(rxabc.DisposableBase):
 
     def _dispose_threadsafe(self) -> None:
         where = self.scope.affinity
-        if where is None or where.loop.is_closed() or where.here():
+        # ``here()`` first: a loop that runs this code is open (a workflow engine's loop
+        # does not implement ``is_closed``).
+        if where is None or where.here() or where.loop.is_closed():
             self._dispose()
         else:
             where.hop(self._dispose)

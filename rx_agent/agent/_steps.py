@@ -278,7 +278,7 @@ class CallScope:
             self.interrupt_msg = msg
         self.interrupted = True
         where = self.affinity
-        if where is not None and not where.loop.is_closed():
+        if where is not None and (where.here() or not where.loop.is_closed()):
             where.hop(self._cut_step)  # after the event being handled, never inside it
 
     def _cut_step(self) -> None:

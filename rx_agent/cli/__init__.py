@@ -46,6 +46,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    status = _run(args)
+    if argv is None and getattr(args, "hard_exit", False):
+        # The temporalio SDK's threads can crash CPython's teardown after a client was
+        # made (SIGABRT in PyGILState_Release, the SDK's issue #300): a command that made
+        # one ends the process itself, its output flushed.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+    return status
+
+
+def _run(args: argparse.Namespace) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

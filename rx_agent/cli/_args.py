@@ -11,9 +11,11 @@ from ._base import DEFAULT_OPENAI_MODEL, PROG
 from ._commands import cmd_chat, cmd_demo, cmd_plan
 from ._logging import LOG_LEVELS
 from ._providers import PROVIDERS
+from ._schedule import add_schedule
 from ._serve import add_serve
 from ._sessions import cmd_sessions_delete, cmd_sessions_list, cmd_sessions_show
 from ._store import STORE_ENV, default_store_help
+from ._worker import add_worker
 
 __all__ = ["build_parser"]
 
@@ -145,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(handler=cmd_plan)
     _add_sessions(commands)
     add_serve(commands)
+    add_worker(commands)
+    add_schedule(commands)
     return parser
 
 

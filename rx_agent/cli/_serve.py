@@ -57,6 +57,17 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     serve.add_argument("--no-agui", action="store_true",
                        help="do not serve AG-UI at POST /v1/agui (on when the agui extra is "
                        "installed)")
+    serve.add_argument("--engine", choices=("local", "temporal"), default="local",
+                       help="where calls run: in this process (local, the default) or as "
+                       "Temporal workflows that `rx-agent worker` processes run (temporal; "
+                       "the temporal extra)")
+    serve.add_argument("--temporal", metavar="HOST:PORT",
+                       default=os.environ.get("RX_AGENT_TEMPORAL", "127.0.0.1:7233"),
+                       help="with --engine temporal: the server (default $RX_AGENT_TEMPORAL "
+                       "or 127.0.0.1:7233)")
+    serve.add_argument("--task-queue", default="rx-agent", metavar="Q",
+                       help="with --engine temporal: the workers' task queue (default "
+                       "rx-agent)")
     serve.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                        help="what goes to stderr (default info: the console's URL, each "
                        "request, every failure with its traceback)")
@@ -79,7 +90,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              workers=args.workers, store=args.store, tokens=tokens,
                              queue=args.queue, max_body=args.max_body, log_level=args.log_level,
                              openai=args.openai, a2a=False if args.no_a2a else None,
-                             agui=False if args.no_agui else None)
+                             agui=False if args.no_agui else None, engine=args.engine,
+                             temporal=args.temporal, task_queue=args.task_queue)
         run(config, no_auth=args.no_auth)
     except ServeError as exc:
         raise CLIError(str(exc)) from exc

@@ -57,6 +57,9 @@ class ServeConfig:
     openai: bool = True
     a2a: bool | None = None
     agui: bool | None = None
+    engine: str = "local"  # "temporal": each call a workflow (rx_agent.temporal)
+    temporal: str = "127.0.0.1:7233"
+    task_queue: str = "rx-agent"
 
 
 def _open_store(url: str | None) -> SessionStore:
@@ -91,8 +94,24 @@ def _agent(config: ServeConfig) -> tuple[ReActAgent, SessionStore | None]:
         raise ServeError(str(exc)) from exc
 
 
+def _on_temporal(agent: ReActAgent, config: ServeConfig) -> ReActAgent:
+    """``--engine temporal``: the agent with each call started as a workflow."""
+    try:
+        from ..temporal import TemporalUnavailableError
+        from ..temporal._engine import check_reachable, temporal_engine
+    except ImportError as exc:
+        raise ServeError(f"--engine temporal: {exc}") from exc
+    try:
+        check_reachable(config.temporal)
+    except TemporalUnavailableError as exc:
+        raise ServeError(str(exc)) from exc
+    return temporal_engine(agent, config.temporal, config.task_queue)
+
+
 def build_app(config: ServeConfig) -> Starlette:
     target, store = _agent(config)
+    if config.engine == "temporal":
+        target = _on_temporal(target, config)
     install_global_provider()  # after the user's module: its own provider wins
     try:
         app = create_app(target, store, auth=config.tokens, queue=config.queue,

@@ -21,6 +21,8 @@ NOT_RAISED_TO_CALLERS = {
     "_Corrupt": "private control flow of the session schema",
     "ClusterUnavailable": ("the test kit's own signal that PostgreSQL is missing; the test "
                            "and benchmark helpers turn it into a skip"),
+    "TemporalUnavailable": ("the test kit's own signal that the temporal CLI is missing; "
+                            "the tests' fixture turns it into a skip"),
 }
 
 _ENTRY = re.compile(r"^(?P<lead>[ │]*)(?:[├└]── )?(?P<name>[A-Z]\w*)(?: \((?P<bases>[^)]*)\))?")

@@ -1,0 +1,169 @@
+"""``TemporalAgent``: call an agent whose calls run as workflows on a task queue.
+
+The caller's side of :mod:`._workflow`: a call starts the session's workflow (or, when
+the session is paused for an answer, answers it with the ``resume`` update), then reads
+the reply's events with the ``poll`` update, a long poll, until the reply ends. The
+events are the agent's own, as ``agent.stream`` gives them; model chunks arrive when
+their model call finished (each attempt is one activity). After the reply,
+``ctx.agent_state`` is the session's state, as after a local call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from reactivex import Observable
+from reactivex import abc as rxabc
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from .._rx import from_coroutine
+from ..agent._checks import AgentInputLike
+from ..context import RuntimeContext
+from ..event import AgentEvent, AgentResultEvent
+from ..message import Msg
+from ..session import SessionBusyError
+from ._codec import decode_event, decode_state, encode_input
+from ._driver import Timeouts
+from ._errors import TemporalCallError
+from ._workflow import WORKFLOW, workflow_id
+
+__all__ = ["TemporalAgent"]
+
+Json = dict[str, Any]
+
+
+def _kind(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None)
+    return cause.type if isinstance(cause, ApplicationError) and cause.type else ""
+
+
+class TemporalAgent:
+    """An agent (by name) served by the workers of ``task_queue``.
+
+    ``stream``, ``astream`` and ``acall`` take what ``ReActAgent``'s do (messages, a
+    string, a resume event; a :class:`RuntimeContext` with the session) and give what
+    they give; ``interrupt`` ends the session's running reply (or closes a paused one).
+    ``timeouts`` bound the activities (:class:`Timeouts`); ``grace`` is how long a
+    finished workflow waits for a caller that has not read its last events.
+    """
+
+    def __init__(self, client: Client, name: str, task_queue: str, *,
+                 timeouts: Timeouts | None = None, grace: float = 60.0) -> None:
+        self.client = client
+        self.name = name
+        self.task_queue = task_queue
+        self.timeouts = timeouts or Timeouts()
+        self.grace = grace
+
+    def workflow_id(self, ctx: RuntimeContext | None) -> str:
+        """The id of the workflow of ``ctx``'s session."""
+        return workflow_id(self.name, ctx.user_id if ctx else None,
+                           ctx.session_id if ctx else None)
+
+    # -- calling -------------------------------------------------------------------------
+
+    def stream(self, msgs: AgentInputLike = None,
+               ctx: RuntimeContext | None = None) -> Observable[AgentEvent]:
+        """A cold Observable of the call's events (each subscription is one call)."""
+
+        async def body(observer: rxabc.ObserverBase[AgentEvent]) -> None:
+            async for event in self.astream(msgs, ctx):
+                observer.on_next(event)
+
+        return from_coroutine(body)
+
+    async def acall(self, msgs: AgentInputLike = None,
+                    ctx: RuntimeContext | None = None) -> Msg:
+        """Run one call; its final message."""
+        result: Msg | None = None
+        async for event in self.astream(msgs, ctx):
+            if isinstance(event, AgentResultEvent):
+                result = event.result
+        if result is None:
+            raise TemporalCallError(f"agent {self.name!r}'s reply ended without a result",
+                                    workflow_id=self.workflow_id(ctx))
+        return result
+
+    async def astream(self, msgs: AgentInputLike = None,
+                      ctx: RuntimeContext | None = None) -> AsyncIterator[AgentEvent]:
+        """``async for event in agent.astream(...)``: the call's events."""
+        ctx = ctx if ctx is not None else RuntimeContext()
+        if ctx.session_id is None:  # as a local call: the agent's name is the session
+            ctx.session_id = self.name
+        handle, reply, after = await self._begin(encode_input(msgs), ctx)
+        while True:
+            out = await self._poll(handle, reply, after)
+            for event in out["events"]:
+                yield decode_event(event)
+            after = out["next"]
+            end = out["end"]
+            if end is not None:
+                ctx.agent_state = decode_state(end["state"])
+                error = end["error"]
+                if error is not None:
+                    raise TemporalCallError(f"{error['type']}: {error['message']}",
+                                            kind=error["type"], workflow_id=handle.id)
+                return
+
+    async def interrupt(self, ctx: RuntimeContext | None = None,
+                        msg: str | None = None) -> bool:
+        """End the running reply of ``ctx``'s session with ``INTERRUPTED`` (a paused
+        session is closed); whether its workflow was running."""
+        handle = self.client.get_workflow_handle(self.workflow_id(ctx))
+        try:
+            await handle.signal("interrupt", msg)
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    # -- the workflow --------------------------------------------------------------------
+
+    async def _begin(self, given: Json, ctx: RuntimeContext) -> tuple[WorkflowHandle[Any, Any],
+                                                                      int, int]:
+        """Start the session's workflow, or answer its pause: the handle, the reply's
+        number and where its events start."""
+        wid = self.workflow_id(ctx)
+        start = {"agent": self.name, "input": given, "session_id": ctx.session_id,
+                 "user_id": ctx.user_id, "run_id": ctx.run_id,
+                 "timeouts": self.timeouts.to_json(), "grace": self.grace}
+        for _ in range(100):
+            try:
+                handle = await self.client.start_workflow(
+                    WORKFLOW, start, id=wid, task_queue=self.task_queue,
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
+                return handle, 0, 0
+            except WorkflowAlreadyStartedError:
+                pass
+            handle = self.client.get_workflow_handle(wid)
+            try:
+                answer = await handle.execute_update("resume", given)
+                return handle, answer["reply"], answer["after"]
+            except WorkflowUpdateFailedError as exc:
+                if _kind(exc) != "Finishing":
+                    raise SessionBusyError(ctx.session_id or self.name,
+                                           user_id=ctx.user_id) from exc
+            except RPCError as exc:
+                if exc.status is not RPCStatusCode.NOT_FOUND:
+                    raise
+            # The session's last workflow is ending (its caller read everything).
+            with contextlib.suppress(Exception):  # its outcome is its caller's
+                await handle.result()
+        raise SessionBusyError(ctx.session_id or self.name, user_id=ctx.user_id)
+
+    async def _poll(self, handle: WorkflowHandle[Any, Any], reply: int, after: int) -> Json:
+        try:
+            out: Json = await handle.execute_update("poll", args=[reply, after])
+            return out
+        except RPCError as exc:
+            if exc.status is not RPCStatusCode.NOT_FOUND:
+                raise
+        # The workflow ended meanwhile (its grace passed): read what it kept.
+        kept: Json = await handle.query("read", args=[reply, after])
+        return kept
