@@ -192,12 +192,14 @@ class Inbox(Generic[T]):
         inbound = self.inbound
         if inbound is None:
             raise RuntimeError("only a blocking Inbox is read with wait_blocking()")
-        if self.items or self.ended:
+        if self.ended:
             return True
         try:
-            signal = inbound.get(timeout=timeout)
+            # Items waiting are no reason to stop draining: a consumer that leaves them
+            # there (call_sync keeps the last) must still see what came after them.
+            signal = inbound.get_nowait() if self.items else inbound.get(timeout=timeout)
         except queue.Empty:
-            return False
+            return bool(self.items)
         while True:
             if type(signal) is _Failed:
                 if not self.ended:

@@ -143,3 +143,43 @@ def test_timed_waits_share_one_timer_and_still_time_out() -> None:
         assert await inbox.next(0.05) == (DONE, None)
 
     asyncio.run(main())
+
+
+def test_a_blocking_inbox_sees_the_end_after_items_left_unread() -> None:
+    # call_sync leaves the reply in ``items`` and waits for the end: a completion that
+    # arrives after a wait took the item must still be read (it once spun forever).
+    subject: Subject[int] = Subject()
+    inbox = Inbox(subject, blocking=True)
+    subject.on_next(1)
+    assert inbox.wait_blocking(0.01) is True
+    assert list(inbox.items) == [1] and not inbox.ended
+    subject.on_completed()
+    assert inbox.wait_blocking(0.01) is True
+    assert inbox.ended and list(inbox.items) == [1]
+
+
+def test_call_sync_returns_when_the_end_comes_after_the_reply() -> None:
+    from rx_agent import ReActAgent, ScriptedModel
+
+    agent = ReActAgent(name="a", model=ScriptedModel(["hi"]))
+    # The end of the call after its result, with a pause between, as a busy machine
+    # schedules it: call_sync must return, not wait for a signal it already has.
+    from rx_agent.agent import _calling
+
+    original = _calling.Inbox
+
+    class SlowEnd(original):  # type: ignore[misc,valid-type]
+        def on_completed(self) -> None:
+            time.sleep(0.05)
+            super().on_completed()
+
+    _calling.Inbox = SlowEnd  # type: ignore[misc]
+    try:
+        done: list[Any] = []
+        thread = threading.Thread(target=lambda: done.append(agent.call_sync("x")),
+                                  daemon=True)
+        thread.start()
+        thread.join(5)
+        assert done and done[0].text == "hi"
+    finally:
+        _calling.Inbox = original  # type: ignore[misc]
