@@ -1,0 +1,84 @@
+"""The in-memory run journal: the :class:`InMemorySessionStore`'s, one process."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+
+from ._base import SessionKey
+from ._journal import DEFAULT_MAX_AGE, DEFAULT_MAX_EVENTS, Item, JournalEntry, RunJournal
+
+__all__ = ["MemoryRunJournal"]
+
+
+class _Log:
+    __slots__ = ("entries", "head", "runs")
+
+    def __init__(self) -> None:
+        self.entries: deque[JournalEntry] = deque()
+        self.head = 0
+        self.runs: dict[str, int] = {}
+        """run id -> the seq of its first entry (a hint for locate)."""
+
+
+class MemoryRunJournal(RunJournal):
+    """Entries in a dict of deques; readers wait for this process's appends only."""
+
+    poll = math.inf
+
+    def __init__(self, *, max_events: int = DEFAULT_MAX_EVENTS,
+                 max_age: float = DEFAULT_MAX_AGE) -> None:
+        super().__init__(max_events=max_events, max_age=max_age)
+        self._lock = threading.Lock()
+        self._logs: dict[SessionKey, _Log] = {}
+
+    async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
+        with self._lock:
+            log = self._logs.get(key)
+            if log is None:
+                log = self._logs[key] = _Log()
+            log.runs.setdefault(run_id, log.head + 1)
+            for index, type_, data, at in items:
+                log.head += 1
+                log.entries.append(JournalEntry(log.head, run_id, index, at, type_, data))
+            entries, cutoff = log.entries, time.time() - self.max_age
+            while entries and (len(entries) > self.max_events or entries[0].time < cutoff):
+                entries.popleft()
+            if len(log.runs) > self.max_events:  # runs whose entries are all gone
+                oldest = entries[0].seq if entries else log.head + 1
+                log.runs = {r: s for r, s in log.runs.items() if s >= oldest}
+            return log.head
+
+    async def _read(self, key: SessionKey, after: int,
+                    limit: int) -> tuple[list[JournalEntry], int]:
+        with self._lock:
+            log = self._logs.get(key)
+            if log is None:
+                return [], 0
+            entries = log.entries
+            if not entries:
+                return [], log.head
+            start = max(0, after + 1 - entries[0].seq)
+            return [entries[i] for i in range(start, min(len(entries), start + limit))], log.head
+
+    async def _locate(self, key: SessionKey, run_id: str, index: int) -> int | None:
+        with self._lock:
+            log = self._logs.get(key)
+            if log is None or not log.entries:
+                return None
+            entries = log.entries
+            first = log.runs.get(run_id)
+            if first is None:
+                return None
+            oldest = entries[0].seq
+            guess = first + index - oldest  # where it is when the run was not interleaved
+            if 0 <= guess < len(entries):
+                entry = entries[guess]
+                if entry.run_id == run_id and entry.index == index:
+                    return entry.seq
+            for entry in list(entries)[max(0, first - oldest):]:
+                if entry.run_id == run_id and entry.index == index:
+                    return entry.seq
+            return None

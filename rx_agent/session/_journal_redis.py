@@ -1,0 +1,173 @@
+"""The Redis run journal: one stream per session, on the store's asyncio clients.
+
+Keys (beside the store's, same prefix and escaping)::
+
+    {prefix}:journal:{user}:{session}         stream; entry id "<seq>-0", fields r i t d at
+    {prefix}:journal:{user}:{session}:head    string: the last seq given out
+    {prefix}:journal:{user}:{session}:runs    hash run id -> the seq of its first entry
+
+An append is one Lua script (atomic, one round trip): ``INCRBY`` on the head gives the
+entries consecutive seqs, ``XADD ... MAXLEN ~`` bounds the stream by count, and the
+entries older than ``max_age`` are cut with ``XTRIM MINID`` (the stream and the runs
+hash also expire ``max_age`` after the last append; the head stays, so seqs never
+restart). A live reader blocks in ``XREAD BLOCK`` and wakes on the server as soon as
+any process appends. Needs Redis 6.2 or newer (``XTRIM MINID``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ._base import SessionKey
+from ._journal import Item, JournalEntry, RunJournal
+
+if TYPE_CHECKING:
+    from ._redis import RedisSessionStore
+
+__all__ = ["RedisRunJournal"]
+
+# KEYS: stream, head, runs. ARGV: maxlen, max_age ms (-1: none), now ms, run id, then
+# (index, type, data, time) per entry. -> the last seq.
+APPEND = """
+local n = (#ARGV - 4) / 4
+local last = redis.call('INCRBY', KEYS[2], n)
+local seq = last - n
+redis.call('HSETNX', KEYS[3], ARGV[4], seq + 1)
+for i = 0, n - 1 do
+  local b = 5 + i * 4
+  seq = seq + 1
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], seq .. '-0', 'r', ARGV[4],
+             'i', ARGV[b], 't', ARGV[b + 1], 'd', ARGV[b + 2], 'at', ARGV[b + 3])
+end
+local age = tonumber(ARGV[2])
+if age >= 0 then
+  local cutoff = (tonumber(ARGV[3]) - age) / 1000
+  for _ = 1, 20 do
+    local batch = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 100)
+    if #batch == 0 then break end
+    local keep = nil
+    for _, e in ipairs(batch) do
+      if tonumber(e[2][10]) >= cutoff then keep = e[1] break end
+    end
+    if keep then
+      redis.call('XTRIM', KEYS[1], 'MINID', keep)
+      break
+    end
+    local id = batch[#batch][1]
+    local dash = string.find(id, '-')
+    redis.call('XTRIM', KEYS[1], 'MINID', (tonumber(string.sub(id, 1, dash - 1)) + 1) .. '-0')
+  end
+  redis.call('PEXPIRE', KEYS[1], age)
+  redis.call('PEXPIRE', KEYS[3], age)
+end
+if redis.call('HLEN', KEYS[3]) > tonumber(ARGV[1]) then
+  local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+  if oldest then
+    local dash = string.find(oldest[1], '-')
+    local min = tonumber(string.sub(oldest[1], 1, dash - 1))
+    local all = redis.call('HGETALL', KEYS[3])
+    for i = 1, #all, 2 do
+      if tonumber(all[i + 1]) < min then redis.call('HDEL', KEYS[3], all[i]) end
+    end
+  end
+end
+return last
+"""
+
+
+def _esc(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")
+
+
+def _seq(entry_id: bytes | str) -> int:
+    raw = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(raw.partition("-")[0])
+
+
+def _entry(entry_id: bytes, fields: dict[bytes, bytes]) -> JournalEntry:
+    return JournalEntry(_seq(entry_id), fields[b"r"].decode(), int(fields[b"i"]),
+                        float(fields[b"at"]), fields[b"t"].decode(), fields[b"d"].decode())
+
+
+class RedisRunJournal(RunJournal):
+    """The journal of a :class:`RedisSessionStore` (``store.journal()``)."""
+
+    block: float = 5.0
+    """The longest ``XREAD BLOCK`` (seconds): below any ``socket_timeout``."""
+
+    def __init__(self, store: RedisSessionStore) -> None:
+        super().__init__()
+        self._store = store
+        timeout = store._options.get("socket_timeout")
+        if isinstance(timeout, (int, float)) and timeout > 0:
+            self.block = min(self.block, timeout / 2)
+        self._scripts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def _keys(self, key: SessionKey) -> list[str]:
+        stream = f"{self._store.prefix}:journal:{_esc(key.user_id)}:{_esc(key.session_id)}"
+        return [stream, f"{stream}:head", f"{stream}:runs"]
+
+    def _client(self) -> tuple[Any, Any]:
+        client = self._store._aclient()[0]
+        script = self._scripts.get(client)
+        if script is None:
+            script = self._scripts[client] = client.register_script(APPEND)
+        return client, script
+
+    async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
+        _, script = self._client()
+        age = -1 if math.isinf(self.max_age) else max(1, round(self.max_age * 1000))
+        args: list[Any] = [self.max_events, age, round(time.time() * 1000), run_id]
+        for index, type_, data, at in items:
+            args += [index, type_, data, repr(at)]
+        return int(await script(keys=self._keys(key), args=args))
+
+    async def _read(self, key: SessionKey, after: int,
+                    limit: int) -> tuple[list[JournalEntry], int]:
+        client, _ = self._client()
+        stream, head, _runs = self._keys(key)
+        async with client.pipeline(transaction=True) as pipe:  # one snapshot
+            pipe.execute_command("XRANGE", stream, f"{after + 1}-0", "+", "COUNT", limit)
+            pipe.execute_command("GET", head)
+            rows, last = await pipe.execute()
+        return [_entry(i, f) for i, f in rows or []], int(last or 0)
+
+    async def _read_wait(self, key: SessionKey, after: int, limit: int,
+                         timeout: float) -> list[JournalEntry]:
+        client, _ = self._client()
+        block = max(1, round(min(timeout, self.block) * 1000))
+        answer = await client.execute_command("XREAD", "COUNT", limit, "BLOCK", block,
+                                              "STREAMS", self._keys(key)[0], f"{after}-0")
+        if not answer:
+            return []
+        rows = next(iter(answer.values())) if isinstance(answer, dict) else answer[0][1]
+        return [_entry(i, f) for i, f in rows]
+
+    async def _locate(self, key: SessionKey, run_id: str, index: int) -> int | None:
+        client, _ = self._client()
+        stream, _head, runs = self._keys(key)
+        first = await client.execute_command("HGET", runs, run_id)
+        if first is None:
+            return None
+        guess = int(first) + index  # where it is when the run was not interleaved
+        rows = await client.execute_command("XRANGE", stream, f"{guess}-0", f"{guess}-0")
+        for entry_id, fields in rows or []:
+            if fields[b"r"].decode() == run_id and int(fields[b"i"]) == index:
+                return _seq(entry_id)
+        start = f"{int(first)}-0"
+        for _ in range(50):  # interleaved with another run: scan from its first entry
+            rows = await client.execute_command("XRANGE", stream, start, "+", "COUNT", 500)
+            for entry_id, fields in rows or []:
+                if fields[b"r"].decode() == run_id:
+                    found = int(fields[b"i"])
+                    if found == index:
+                        return _seq(entry_id)
+                    if found > index:
+                        return None
+            if not rows or len(rows) < 500:
+                return None
+            start = f"{_seq(rows[-1][0]) + 1}-0"
+        return None
