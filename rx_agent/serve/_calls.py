@@ -25,7 +25,8 @@ from .._rx import affinity, subscribe_direct
 from ..agent import ReActAgent
 from ..context import RuntimeContext
 from ..event import AgentEvent, AgentResultEvent, AgentStartEvent, ModelCallEndEvent
-from ..session import SessionKey
+from ..session import RunJournal, SessionKey
+from ..session._journal import JournalWriter
 from ._errors import HTTPError, from_exception
 from ._guard import Hold, SessionGuard
 from ._metrics import Metrics
@@ -111,11 +112,15 @@ class Call:
     finished: bool = False
     ctx: RuntimeContext | None = None
     """The call's context (its ``agent_state`` is the live session state once bound)."""
+    journal: JournalWriter | None = None
+    """Where its events go for other workers (``_resume.py``), when the app keeps a journal."""
 
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
         data = event.model_dump_json()
         seq = self.record.add(event.type, data)  # the record counts them for /metrics
+        if self.journal is not None:
+            self.journal.add(seq, event.type, data)
         if type(event) is ModelCallEndEvent and event.usage is not None:
             self.runner.metrics.tokens(event.usage.input_tokens, event.usage.output_tokens)
             self.record.used(event.usage.input_tokens, event.usage.output_tokens)
@@ -127,21 +132,28 @@ class Call:
         if self.finished:
             return
         self.finished = True
+        if outcome == "disconnected":  # what the client never got: a reconnect reads it
+            while (signal := self.pump.ready()) is not None:
+                if signal[0] == _NEXT:
+                    self.note(signal[1])
         self.pump.dispose()  # a no-op after the stream ended; cancels it otherwise
         self.record.finish(outcome, error)
         runner = self.runner
         runner.metrics.call_ended(self.kind, outcome, time.monotonic() - self.started,
                                   self.record.count)
+        if self.journal is not None:  # complete before the session is free again
+            await self.journal.close(outcome, error)
         await runner.guard.leave(self.hold)
 
 
 class CallRunner:
     def __init__(self, agent: ReActAgent, guard: SessionGuard, runs: RunLog,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, journal: RunJournal | None = None) -> None:
         self.agent = agent
         self.guard = guard
         self.runs = runs
         self.metrics = metrics
+        self.journal = journal
 
     def context(self, key: SessionKey, user_id: str | None) -> RuntimeContext:
         return RuntimeContext(session_id=key.session_id, user_id=user_id)
@@ -161,7 +173,9 @@ class CallRunner:
         call: Call | None = None
         try:
             pump = EventPump(agent, inp, ctx)
-            call = Call(self, pump, record, hold, kind, started, [], ctx=ctx)
+            call = Call(self, pump, record, hold, kind, started, [], ctx=ctx,
+                        journal=None if self.journal is None
+                        else self.journal.writer(key, ctx.run_id))
             # A call that fails early (a rejected resume, a busy lease, a model that is
             # down) fails right after its AgentStartEvent: wait for the signal after it.
             while True:

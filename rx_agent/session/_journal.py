@@ -27,7 +27,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -286,7 +286,7 @@ class RunJournal:
             raise ValueError(f"run_id must be a non-empty str, got {run_id!r}")
         checked = _check_items(items)
         if not checked:
-            return (await self._read(key, 0, 1))[1]
+            return await self.head(key)
         seq = await self._append(key, run_id, checked)
         self._bell.ring(key)
         return seq
@@ -305,6 +305,10 @@ class RunJournal:
         entries, head = await self._read(key, after, limit)
         self._check_gap(key, after, entries, head)
         return entries
+
+    async def head(self, session: SessionKey) -> int:
+        """The last seq the session's journal gave out (``0``: none yet)."""
+        return (await self._read(check_key(session), 0, 1))[1]
 
     async def locate(self, session: SessionKey, run_id: str, index: int) -> int | None:
         """The seq of entry ``index`` of run ``run_id`` (the SSE id
@@ -327,7 +331,7 @@ class RunJournal:
             raise JournalExpiredError(key.session_id, after, None, user_id=key.user_id)
 
     async def follow(self, session: SessionKey, after: int = 0, *, run_id: str | None = None,
-                     live: bool = True) -> AsyncIterator[JournalEntry]:
+                     live: bool = True) -> AsyncGenerator[JournalEntry, None]:
         """The entries after seq ``after``, then (``live``) each new one as it is
         appended, until the caller stops. With ``run_id``: only that run's entries,
         ending after its :data:`RUN_END` entry."""
@@ -337,7 +341,7 @@ class RunJournal:
 
     async def follow_idle(self, session: SessionKey, after: int = 0, *,
                           run_id: str | None = None, live: bool = True,
-                          idle: float = math.inf) -> AsyncIterator[JournalEntry | None]:
+                          idle: float = math.inf) -> AsyncGenerator[JournalEntry | None, None]:
         """:meth:`follow`, yielding ``None`` after each ``idle`` seconds without an
         entry (the server's keepalives)."""
         key = check_key(session)
