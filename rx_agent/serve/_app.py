@@ -102,6 +102,7 @@ def create_app(
     a2a: bool | None = None,
     agui: bool | None = None,
     journal: RunJournal | bool | None = None,
+    keep_running: bool = False,
 ) -> Starlette:
     """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
 
@@ -136,6 +137,9 @@ def create_app(
             workers of a durable store), or one in this worker's memory for a store
             without one; a :class:`~rx_agent.session.RunJournal`: that one; ``False``:
             none.
+        keep_running: a call whose client disconnects runs on to its end (its events
+            go to the journal, for a reconnect) instead of being disposed. Needs a
+            journal.
 
     A call that fails answers ``500`` (or an SSE ``error`` event) naming only the
     exception's type; its traceback, with the session and run id, is logged at
@@ -144,11 +148,15 @@ def create_app(
     starting it, e.g. ``logging.basicConfig(level=logging.INFO)`` (uvicorn's own
     logging config leaves the root logger alone).
     """
+    if keep_running and journal is False:
+        raise ValueError("keep_running=True needs a journal (a reconnect reads the rest of "
+                         "the call from it); drop journal=False")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
     agent, store = _agent_and_store(agent_or_factory, session_store)
     service = Service(agent, store, _authenticator(auth), queue=bool(queue),
-                      max_body=max_body, feed=install_feed(tracer_provider), journal=journal)
+                      max_body=max_body, feed=install_feed(tracer_provider), journal=journal,
+                      keep_running=bool(keep_running))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "agent": agent.name})

@@ -114,6 +114,8 @@ class Call:
     """The call's context (its ``agent_state`` is the live session state once bound)."""
     journal: JournalWriter | None = None
     """Where its events go for other workers (``_resume.py``), when the app keeps a journal."""
+    detached: bool = False
+    """Its client left and it runs on (``keep_running``): its end is not a disconnect."""
 
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
@@ -148,12 +150,43 @@ class Call:
 
 class CallRunner:
     def __init__(self, agent: ReActAgent, guard: SessionGuard, runs: RunLog,
-                 metrics: Metrics, journal: RunJournal | None = None) -> None:
+                 metrics: Metrics, journal: RunJournal | None = None, *,
+                 keep_running: bool = False) -> None:
         self.agent = agent
         self.guard = guard
         self.runs = runs
         self.metrics = metrics
         self.journal = journal
+        self.keep_running = keep_running and journal is not None
+        self._detached: set[asyncio.Task[None]] = set()
+
+    def detach(self, call: Call) -> None:
+        """Its client left: run the call to its end anyway, its events into the journal
+        (a reconnect with ``Last-Event-ID`` streams them, on any worker)."""
+        call.detached = True
+        task = asyncio.get_running_loop().create_task(self._run_out(call))
+        self._detached.add(task)  # held until it ends
+        task.add_done_callback(self._detached.discard)
+
+    async def _run_out(self, call: Call) -> None:
+        try:
+            while True:
+                signal = await call.pump.next()
+                assert signal is not None
+                kind, value = signal
+                if kind == _NEXT:
+                    call.note(value)
+                    continue
+                if kind == _ERROR:
+                    error = from_exception(value, call.record.key.session_id,
+                                           call.record.run_id)  # logs it
+                    self.metrics.error(error.code, error.status)
+                    await call.finish("failed", type(value).__name__)
+                else:
+                    await call.finish("completed")
+                return
+        finally:
+            await call.finish("disconnected")  # a no-op when it finished itself
 
     def context(self, key: SessionKey, user_id: str | None) -> RuntimeContext:
         return RuntimeContext(session_id=key.session_id, user_id=user_id)
@@ -230,6 +263,9 @@ class CallResponse:
                 work.cancel()
                 with contextlib.suppress(asyncio.CancelledError, OSError):
                     await work
+                if call.runner.keep_running and not call.finished:
+                    call.runner.detach(call)  # or let it run on, for a reconnect
+                    return
                 await call.finish("disconnected")
                 return
             with contextlib.suppress(OSError):
@@ -238,7 +274,8 @@ class CallResponse:
             gone.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await gone
-            await call.finish("disconnected")  # a no-op when the call finished itself
+            if not call.detached:
+                await call.finish("disconnected")  # a no-op when the call finished itself
 
     async def _signals(self) -> Any:
         call = self.call

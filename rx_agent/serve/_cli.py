@@ -57,6 +57,7 @@ class ServeConfig:
     openai: bool = True
     a2a: bool | None = None
     agui: bool | None = None
+    keep_running: bool = False
 
 
 def _open_store(url: str | None) -> SessionStore:
@@ -97,7 +98,7 @@ def build_app(config: ServeConfig) -> Starlette:
     try:
         app = create_app(target, store, auth=config.tokens, queue=config.queue,
                          max_body=config.max_body, openai=config.openai, a2a=config.a2a,
-                         agui=config.agui)
+                         agui=config.agui, keep_running=config.keep_running)
     except (TypeError, ValueError) as exc:
         raise ServeError(str(exc)) from exc
     service = app.state.service

@@ -59,6 +59,7 @@ class Service:
         max_body: int,
         feed: SpanFeed | None,
         journal: RunJournal | bool | None = None,
+        keep_running: bool = False,
     ) -> None:
         self.agent = agent
         self.store = store
@@ -70,7 +71,8 @@ class Service:
         self.journal = _journal(store, journal)
         self.guard = SessionGuard(store, agent.config.session_lease_ttl, queue=queue,
                                   wait=agent.config.session_wait)
-        self.calls = CallRunner(agent, self.guard, self.runs, self.metrics, self.journal)
+        self.calls = CallRunner(agent, self.guard, self.runs, self.metrics, self.journal,
+                                keep_running=keep_running)
 
     # -- identity --------------------------------------------------------------------
 
