@@ -26,7 +26,7 @@ from ..agent import ReActAgent
 from ..context import RuntimeContext
 from ..event import AgentEvent, AgentResultEvent, AgentStartEvent, ModelCallEndEvent
 from ..session import RunJournal, SessionKey
-from ..session._journal import JournalWriter
+from ..session._journal_writer import JournalWriter
 from ._errors import HTTPError, from_exception
 from ._guard import Hold, SessionGuard
 from ._metrics import Metrics

@@ -51,10 +51,10 @@ if TYPE_CHECKING:
     from ._journal import (
         JournalEntry,
         JournalExpiredError,
-        JournalWriter,
         RunJournal,
         subscribe_durable_events,
     )
+    from ._journal_writer import JournalWriter
     from ._policy import SaveOutcome, asave_with_policy, save_with_policy
     from ._postgres import PostgresSessionStore
     from ._redis import RedisSessionStore
@@ -75,7 +75,7 @@ _LAZY = {
     "encode_state": "._schema",
     "JournalEntry": "._journal",
     "JournalExpiredError": "._journal",
-    "JournalWriter": "._journal",
+    "JournalWriter": "._journal_writer",
     "RunJournal": "._journal",
     "subscribe_durable_events": "._journal",
     "SaveOutcome": "._policy",

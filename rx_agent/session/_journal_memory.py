@@ -8,7 +8,8 @@ import time
 from collections import deque
 
 from ._base import SessionKey
-from ._journal import DEFAULT_MAX_AGE, DEFAULT_MAX_EVENTS, Item, JournalEntry, RunJournal
+from ._journal import DEFAULT_MAX_AGE, DEFAULT_MAX_EVENTS, JournalEntry, RunJournal
+from ._journal_writer import Item
 
 __all__ = ["MemoryRunJournal"]
 

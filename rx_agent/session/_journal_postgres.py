@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 from ._base import SessionKey
-from ._journal import Item, JournalEntry, RunJournal
-
-if TYPE_CHECKING:
-    from ._postgres import PostgresSessionStore
+from ._journal import JournalEntry, RunJournal
+from ._journal_writer import Item
 
 __all__ = ["PostgresRunJournal"]
 
@@ -32,13 +32,15 @@ _LOCK = 0x72785F6A6E  # the advisory lock under which processes create the table
 
 
 class PostgresRunJournal(RunJournal):
-    """The journal of a :class:`PostgresSessionStore` (``store.journal()``)."""
+    """The journal of a ``PostgresSessionStore`` (``store.journal()``)."""
 
-    def __init__(self, store: PostgresSessionStore) -> None:
+    def __init__(self, prefix: str, connection: Callable[[], AbstractContextManager[Any]]
+                 ) -> None:
+        """``connection()``: a pooled connection of the store, in autocommit."""
         super().__init__()
-        self._store = store
-        self._head = f"{store.prefix}_journal_head"
-        self._rows = f"{store.prefix}_journal"
+        self._conn = connection
+        self._head = f"{prefix}_journal_head"
+        self._rows = f"{prefix}_journal"
         self._ready = False
         self._lock = threading.Lock()
 
@@ -72,7 +74,7 @@ class PostgresRunJournal(RunJournal):
                      max_age: float) -> int:
         user, session = key
         where = "WHERE user_id = %s AND session_id = %s"
-        with self._store._conn() as conn:
+        with self._conn() as conn:
             self._tables(conn)
             with conn.transaction():
                 head = int(conn.execute(
@@ -102,7 +104,7 @@ class PostgresRunJournal(RunJournal):
     def _read_rows(self, key: SessionKey, after: int,
                    limit: int) -> tuple[list[JournalEntry], int]:
         where = "WHERE user_id = %s AND session_id = %s"
-        with self._store._conn() as conn:
+        with self._conn() as conn:
             self._tables(conn)
             with conn.transaction():  # one snapshot for the rows and the head
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -117,7 +119,7 @@ class PostgresRunJournal(RunJournal):
         return await asyncio.to_thread(self._locate_row, key, run_id, index)
 
     def _locate_row(self, key: SessionKey, run_id: str, index: int) -> int | None:
-        with self._store._conn() as conn:
+        with self._conn() as conn:
             self._tables(conn)
             row = conn.execute(
                 f"SELECT seq FROM {self._rows} WHERE user_id = %s AND session_id = %s AND "

@@ -19,13 +19,12 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from ._base import SessionKey
-from ._journal import Item, JournalEntry, RunJournal
-
-if TYPE_CHECKING:
-    from ._redis import RedisSessionStore
+from ._journal import JournalEntry, RunJournal
+from ._journal_writer import Item
 
 __all__ = ["RedisRunJournal"]
 
@@ -93,25 +92,27 @@ def _entry(entry_id: bytes, fields: dict[bytes, bytes]) -> JournalEntry:
 
 
 class RedisRunJournal(RunJournal):
-    """The journal of a :class:`RedisSessionStore` (``store.journal()``)."""
+    """The journal of a ``RedisSessionStore`` (``store.journal()``)."""
 
     block: float = 5.0
     """The longest ``XREAD BLOCK`` (seconds): below any ``socket_timeout``."""
 
-    def __init__(self, store: RedisSessionStore) -> None:
+    def __init__(self, prefix: str, client: Callable[[], Any],
+                 socket_timeout: object = None) -> None:
+        """``client()``: the store's asyncio client for the running loop."""
         super().__init__()
-        self._store = store
-        timeout = store._options.get("socket_timeout")
-        if isinstance(timeout, (int, float)) and timeout > 0:
-            self.block = min(self.block, timeout / 2)
+        self._prefix = prefix
+        self._aclient = client
+        if isinstance(socket_timeout, (int, float)) and socket_timeout > 0:
+            self.block = min(self.block, socket_timeout / 2)
         self._scripts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     def _keys(self, key: SessionKey) -> list[str]:
-        stream = f"{self._store.prefix}:journal:{_esc(key.user_id)}:{_esc(key.session_id)}"
+        stream = f"{self._prefix}:journal:{_esc(key.user_id)}:{_esc(key.session_id)}"
         return [stream, f"{stream}:head", f"{stream}:runs"]
 
     def _client(self) -> tuple[Any, Any]:
-        client = self._store._aclient()[0]
+        client = self._aclient()
         script = self._scripts.get(client)
         if script is None:
             script = self._scripts[client] = client.register_script(APPEND)

@@ -18,7 +18,8 @@ import threading
 import time
 
 from ._base import SessionKey
-from ._journal import Item, JournalEntry, RunJournal
+from ._journal import JournalEntry, RunJournal
+from ._journal_writer import Item
 from ._sqlite_file import SqliteFile
 
 __all__ = ["SqliteRunJournal"]

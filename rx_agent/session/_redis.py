@@ -231,7 +231,8 @@ class RedisSessionStore(SessionBackend):
     def _make_journal(self) -> RunJournal:
         from ._journal_redis import RedisRunJournal
 
-        return RedisRunJournal(self)
+        return RedisRunJournal(self.prefix, lambda: self._aclient()[0],
+                               self._options.get("socket_timeout"))
 
     # -- keys -------------------------------------------------------------------------
 

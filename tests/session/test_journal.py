@@ -25,7 +25,7 @@ from rx_agent.session import (
     SqliteSessionStore,
     subscribe_durable_events,
 )
-from rx_agent.session._journal import RUN_END
+from rx_agent.session._journal_writer import RUN_END
 
 KINDS = ("memory", "sqlite", "redis", "postgres")
 SHARED = ("sqlite", "redis", "postgres")  # stores whose objects (processes) share a journal
