@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_session_store import postgres_server, redis_server  # noqa: E402
+from bench_session_store import postgres_server, redis_server
 
-from rx_agent import Msg, ReActAgent  # noqa: E402
-from rx_agent.model import AsyncChatModel, ModelChunk, TextChunk  # noqa: E402
-from rx_agent.options import GenerateOptions  # noqa: E402
-from rx_agent.serve import create_app  # noqa: E402
-from rx_agent.session import InMemorySessionStore, SqliteSessionStore  # noqa: E402
+from rx_agent import Msg, ReActAgent
+from rx_agent.model import AsyncChatModel, ModelChunk, TextChunk
+from rx_agent.options import GenerateOptions
+from rx_agent.serve import create_app
+from rx_agent.session import InMemorySessionStore, SqliteSessionStore
 
 
 class Burst(AsyncChatModel):

@@ -27,8 +27,7 @@ import math
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reactivex import Observable, abc
 
@@ -78,9 +77,9 @@ class JournalExpiredError(SessionError, LookupError):
                                        "oldest": self.oldest, "user_id": self.user_id})
 
 
-@dataclass(frozen=True, slots=True)
-class JournalEntry:
-    """One entry of a session's journal: an event of a run, or the end of a run."""
+class JournalEntry(NamedTuple):
+    """One entry of a session's journal: an event of a run, or the end of a run (an
+    immutable record; a named tuple, cheap to make by the thousand)."""
 
     seq: int
     """The entry's number in its session's journal (1, 2, 3, ...)."""
@@ -275,7 +274,11 @@ class RunJournal:
         checked = _check_items(items)
         if not checked:
             return await self.head(key)
-        seq = await self._append(key, run_id, checked)
+        return await self._put(key, run_id, checked)
+
+    async def _put(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
+        """:meth:`append` of checked items (the writer's, which makes them itself)."""
+        seq = await self._append(key, run_id, items)
         self._bell.ring(key)
         return seq
 

@@ -16,6 +16,7 @@ any process appends. Needs Redis 6.2 or newer (``XTRIM MINID``).
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import weakref
@@ -28,18 +29,19 @@ from ._journal_writer import Item
 
 __all__ = ["RedisRunJournal"]
 
-# KEYS: stream, head, runs. ARGV: maxlen, max_age ms (-1: none), now ms, run id, then
-# (index, type, data, time) per entry. -> the last seq.
+# KEYS: stream, head, runs. ARGV: maxlen, max_age ms (-1: none), now ms, run id, and the
+# entries as one JSON array of [index, type, data, time] (one argument to encode, not
+# four per entry). -> the last seq.
 APPEND = """
-local n = (#ARGV - 4) / 4
+local items = cjson.decode(ARGV[5])
+local n = #items
 local last = redis.call('INCRBY', KEYS[2], n)
 local seq = last - n
 redis.call('HSETNX', KEYS[3], ARGV[4], seq + 1)
-for i = 0, n - 1 do
-  local b = 5 + i * 4
+for _, item in ipairs(items) do
   seq = seq + 1
   redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], seq .. '-0', 'r', ARGV[4],
-             'i', ARGV[b], 't', ARGV[b + 1], 'd', ARGV[b + 2], 'at', ARGV[b + 3])
+             'i', item[1], 't', item[2], 'd', item[3], 'at', item[4])
 end
 local age = tonumber(ARGV[2])
 if age >= 0 then
@@ -121,9 +123,8 @@ class RedisRunJournal(RunJournal):
     async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
         _, script = self._client()
         age = -1 if math.isinf(self.max_age) else max(1, round(self.max_age * 1000))
-        args: list[Any] = [self.max_events, age, round(time.time() * 1000), run_id]
-        for index, type_, data, at in items:
-            args += [index, type_, data, repr(at)]
+        args = [self.max_events, age, round(time.time() * 1000), run_id,
+                json.dumps([(i, t, d, repr(at)) for i, t, d, at in items])]
         return int(await script(keys=self._keys(key), args=args))
 
     async def _read(self, key: SessionKey, after: int,

@@ -2,8 +2,9 @@
 
 Layout (beside the session tables)::
 
-    rx_journal_head(user_id, session_id, head)                      -- the last seq given out
-    rx_journal(user_id, session_id, seq, run_id, idx, at, type, data)
+    rx_journal_head(jid, user_id, session_id, head)   -- a session's number, its last seq
+    rx_journal(jid, seq, run_id, idx, at, type, data) -- one row per entry
+    rx_journal_run(jid, run_id, first_seq)            -- where each run starts
 
 An append is one ``BEGIN IMMEDIATE`` transaction: it moves the head by the number of
 entries (so seqs are consecutive across processes), inserts them and trims the
@@ -13,7 +14,6 @@ polling (:attr:`RunJournal.poll`); those in this process are woken at once.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 
@@ -26,13 +26,15 @@ __all__ = ["SqliteRunJournal"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rx_journal_head (
-    user_id TEXT NOT NULL, session_id TEXT NOT NULL, head INTEGER NOT NULL,
-    PRIMARY KEY (user_id, session_id)) WITHOUT ROWID;
+    jid INTEGER PRIMARY KEY, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    head INTEGER NOT NULL, UNIQUE (user_id, session_id));
 CREATE TABLE IF NOT EXISTS rx_journal (
-    user_id TEXT NOT NULL, session_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    run_id TEXT NOT NULL, idx INTEGER NOT NULL, at REAL NOT NULL, type TEXT NOT NULL,
-    data TEXT NOT NULL, PRIMARY KEY (user_id, session_id, seq)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS rx_journal_run ON rx_journal (user_id, session_id, run_id, idx);
+    jid INTEGER NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    at REAL NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (jid, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rx_journal_run (
+    jid INTEGER NOT NULL, run_id TEXT NOT NULL, first_seq INTEGER NOT NULL,
+    PRIMARY KEY (jid, run_id)) WITHOUT ROWID;
 """
 _WHERE = "WHERE user_id = ? AND session_id = ?"
 
@@ -64,19 +66,29 @@ class SqliteRunJournal(RunJournal):
     def _append_rows(self, key: SessionKey, run_id: str, items: list[Item], max_events: int,
                      max_age: float) -> int:
         self._tables()
-        user, session = key
         with self._db.txn() as conn:
-            head = int(conn.execute(
-                "INSERT INTO rx_journal_head VALUES (?, ?, ?) ON CONFLICT (user_id, session_id)"
-                " DO UPDATE SET head = head + excluded.head RETURNING head",
-                (user, session, len(items))).fetchone()[0])
+            jid, head = conn.execute(
+                "INSERT INTO rx_journal_head (user_id, session_id, head) VALUES (?, ?, ?) "
+                "ON CONFLICT (user_id, session_id) DO UPDATE SET head = head + excluded.head "
+                "RETURNING jid, head", (*key, len(items))).fetchone()
             first = head - len(items) + 1
+            conn.execute("INSERT OR IGNORE INTO rx_journal_run VALUES (?, ?, ?)",
+                         (jid, run_id, first))
             conn.executemany(
-                "INSERT INTO rx_journal VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(user, session, first + i, run_id, index, at, type_, data)
+                "INSERT INTO rx_journal VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(jid, first + i, run_id, index, at, type_, data)
                  for i, (index, type_, data, at) in enumerate(items)])
-            _trim(conn, key, head, max_events, max_age)
-        return head
+            conn.execute("DELETE FROM rx_journal WHERE jid = ? AND seq <= ?",
+                         (jid, head - max_events))
+            # A run that began two retentions ago has nothing left to locate.
+            conn.execute("DELETE FROM rx_journal_run WHERE jid = ? AND first_seq <= ?",
+                         (jid, head - 2 * max_events))
+            cutoff = time.time() - max_age
+            oldest = conn.execute("SELECT at FROM rx_journal WHERE jid = ? ORDER BY seq "
+                                  "LIMIT 1", (jid,)).fetchone()
+            if oldest is not None and oldest[0] < cutoff:  # rare: only then scan by time
+                conn.execute("DELETE FROM rx_journal WHERE jid = ? AND at < ?", (jid, cutoff))
+        return int(head)
 
     async def _read(self, key: SessionKey, after: int,
                     limit: int) -> tuple[list[JournalEntry], int]:
@@ -86,32 +98,37 @@ class SqliteRunJournal(RunJournal):
                    limit: int) -> tuple[list[JournalEntry], int]:
         self._tables()
         conn = self._db.conn()
-        conn.execute("BEGIN")  # one snapshot for the rows and the head
+        conn.execute("BEGIN")  # one snapshot for the head and the rows
         try:
+            found = conn.execute(f"SELECT jid, head FROM rx_journal_head {_WHERE}",
+                                 key).fetchone()
+            if found is None:
+                return [], 0
             rows = conn.execute(
-                f"SELECT seq, run_id, idx, at, type, data FROM rx_journal {_WHERE} AND seq > ? "
-                "ORDER BY seq LIMIT ?", (*key, after, limit)).fetchall()
-            found = conn.execute(f"SELECT head FROM rx_journal_head {_WHERE}", key).fetchone()
+                "SELECT seq, run_id, idx, at, type, data FROM rx_journal WHERE jid = ? AND "
+                "seq > ? ORDER BY seq LIMIT ?", (found[0], after, limit)).fetchall()
         finally:
             conn.execute("COMMIT")
-        return [JournalEntry(*row) for row in rows], 0 if found is None else int(found[0])
+        return [JournalEntry(*row) for row in rows], int(found[1])
 
     async def _locate(self, key: SessionKey, run_id: str, index: int) -> int | None:
         return await self._db.run(self._locate_row, key, run_id, index)
 
     def _locate_row(self, key: SessionKey, run_id: str, index: int) -> int | None:
         self._tables()
-        row = self._db.conn().execute(
-            f"SELECT seq FROM rx_journal {_WHERE} AND run_id = ? AND idx = ?",
-            (*key, run_id, index)).fetchone()
-        return None if row is None else int(row[0])
-
-
-def _trim(conn: sqlite3.Connection, key: SessionKey, head: int, max_events: int,
-          max_age: float) -> None:
-    conn.execute(f"DELETE FROM rx_journal {_WHERE} AND seq <= ?", (*key, head - max_events))
-    cutoff = time.time() - max_age
-    oldest = conn.execute(f"SELECT at FROM rx_journal {_WHERE} ORDER BY seq LIMIT 1",
-                          key).fetchone()
-    if oldest is not None and oldest[0] < cutoff:  # rare: only then scan by time
-        conn.execute(f"DELETE FROM rx_journal {_WHERE} AND at < ?", (*key, cutoff))
+        conn = self._db.conn()
+        found = conn.execute(
+            "SELECT r.jid, r.first_seq FROM rx_journal_head h JOIN rx_journal_run r ON "
+            "r.jid = h.jid AND r.run_id = ? WHERE h.user_id = ? AND h.session_id = ?",
+            (run_id, *key)).fetchone()
+        if found is None:
+            return None
+        jid, first = found
+        guess = conn.execute(  # where it is when the run was not interleaved
+            "SELECT seq FROM rx_journal WHERE jid = ? AND seq = ? AND run_id = ? AND idx = ?",
+            (jid, first + index, run_id, index)).fetchone()
+        if guess is None:
+            guess = conn.execute(
+                "SELECT seq FROM rx_journal WHERE jid = ? AND seq >= ? AND run_id = ? AND "
+                "idx = ? ORDER BY seq LIMIT 1", (jid, first, run_id, index)).fetchone()
+        return None if guess is None else int(guess[0])

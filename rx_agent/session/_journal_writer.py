@@ -6,8 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from ._base import SessionKey
 
@@ -23,8 +22,7 @@ Item = tuple[int, str, str, float]
 
 
 class _Appends(Protocol):
-    async def append(self, session: SessionKey, run_id: str,
-                     items: Sequence[tuple[Any, ...]]) -> int: ...
+    async def _put(self, key: SessionKey, run_id: str, items: list[Item]) -> int: ...
 
 
 def end_item(index: int, status: str, error: str | None = None) -> Item:
@@ -103,7 +101,7 @@ class JournalWriter:
 
     async def _send(self, items: list[Item]) -> bool:
         try:
-            await self.journal.append(self.key, self.run_id, items)
+            await self.journal._put(self.key, self.run_id, items)
         except asyncio.CancelledError:
             self._items[:0] = items
             raise

@@ -215,13 +215,13 @@ async def test_the_writer_batches_and_keeps_order(stores: Stores) -> None:
     store = stores.open()
     journal: RunJournal = store.journal()
     appends: list[int] = []
-    real = journal.append
+    real = journal._put
 
     async def counting(session: SessionKey, run_id: str, items: Any) -> int:
         appends.append(len(items))
         return await real(session, run_id, items)
 
-    journal.append = counting  # type: ignore[method-assign]
+    journal._put = counting  # type: ignore[method-assign]
     run = journal.writer(KEY, "run", window=0.05, batch=100)
     for i in range(1000):
         run.add(i, "text_block_delta", _delta(i).model_dump_json())
