@@ -27,7 +27,8 @@ import math
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from reactivex import Observable, abc
 
@@ -77,9 +78,9 @@ class JournalExpiredError(SessionError, LookupError):
                                        "oldest": self.oldest, "user_id": self.user_id})
 
 
-class JournalEntry(NamedTuple):
-    """One entry of a session's journal: an event of a run, or the end of a run (an
-    immutable record; a named tuple, cheap to make by the thousand)."""
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One entry of a session's journal: an event of a run, or the end of a run."""
 
     seq: int
     """The entry's number in its session's journal (1, 2, 3, ...)."""
@@ -119,6 +120,19 @@ class JournalEntry(NamedTuple):
             return None
         status = json.loads(self.data).get("status")
         return status if isinstance(status, str) else None
+
+
+def encode_batch(items: list[Item]) -> str:
+    """One append's entries as one JSON text (the SQL and Redis journals store a batch as
+    one row or stream entry: one write per batch, not per event)."""
+    return json.dumps([(i, t, at, d) for i, t, d, at in items], ensure_ascii=False)
+
+
+def decode_batch(last_seq: int, run_id: str, text: str | bytes) -> list[JournalEntry]:
+    """The entries of a batch whose last entry is ``last_seq``."""
+    rows = json.loads(text)
+    first = last_seq - len(rows) + 1
+    return [JournalEntry(first + k, run_id, i, at, t, d) for k, (i, t, at, d) in enumerate(rows)]
 
 
 def _check_retention(max_events: object, max_age: object) -> tuple[int, float]:

@@ -1,16 +1,19 @@
-"""The PostgreSQL run journal: two tables beside the store's, on its pool.
+"""The PostgreSQL run journal: three tables beside the store's, on its pool.
 
 Layout (``prefix`` is the store's)::
 
-    {prefix}_journal_head(user_id, session_id, head)                -- the last seq given out
-    {prefix}_journal(user_id, session_id, seq, run_id, idx, at, type, data)
+    {prefix}_journal_head(user_id, session_id, jid, head)  -- a session's number, last seq
+    {prefix}_journal(jid, last_seq, run_id, idx_first, idx_last, at, batch)
+                                                           -- one row per append (a batch)
+    {prefix}_journal_run(jid, run_id, first_seq)           -- where each run starts
 
-An append is one transaction: an upsert of the head row (``... DO UPDATE SET head =
-head + n RETURNING head``: the row lock orders concurrent appenders, so seqs are
-consecutive), the rows, and the trim past the retention. The work runs on worker
-threads (the store's rule for its sync pool). Readers in other processes find new
-entries by polling every :attr:`RunJournal.poll` seconds (0.1); those in this process
-are woken at once.
+A row holds one append's entries (``batch``, JSON) and is keyed by its last seq, so one
+write serves a batch, not an event. An append is one transaction: an upsert of the head
+row (``... DO UPDATE SET head = head + n RETURNING``: the row lock orders concurrent
+appenders, so seqs are consecutive), the row, and the trim past the retention (whole
+batches, as in SQLite). The work runs on worker threads (the store's rule for its sync
+pool). Readers in other processes find new entries by polling every
+:attr:`RunJournal.poll` seconds (0.1); those in this process are woken at once.
 """
 
 from __future__ import annotations
@@ -23,12 +26,20 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ._base import SessionKey
-from ._journal import JournalEntry, RunJournal
+from ._journal import JournalEntry, RunJournal, decode_batch, encode_batch
 from ._journal_writer import Item
 
 __all__ = ["PostgresRunJournal"]
 
 _LOCK = 0x72785F6A6E  # the advisory lock under which processes create the tables
+
+
+def _entries(rows: list[tuple[Any, ...]], after: int) -> list[JournalEntry]:
+    out: list[JournalEntry] = []
+    for last, run_id, batch in rows:
+        entries = decode_batch(int(last), run_id, batch)
+        out.extend(entries if entries[0].seq > after else [e for e in entries if e.seq > after])
+    return out
 
 
 class PostgresRunJournal(RunJournal):
@@ -41,6 +52,7 @@ class PostgresRunJournal(RunJournal):
         self._conn = connection
         self._head = f"{prefix}_journal_head"
         self._rows = f"{prefix}_journal"
+        self._runs = f"{prefix}_journal_run"
         self._ready = False
         self._lock = threading.Lock()
 
@@ -54,16 +66,16 @@ class PostgresRunJournal(RunJournal):
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
                 conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {self._head} (user_id TEXT NOT NULL, "
-                    "session_id TEXT NOT NULL, head BIGINT NOT NULL, PRIMARY KEY (user_id, "
-                    "session_id))")
+                    "session_id TEXT NOT NULL, jid BIGSERIAL UNIQUE, head BIGINT NOT NULL, "
+                    "PRIMARY KEY (user_id, session_id))")
                 conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self._rows} (user_id TEXT NOT NULL, "
-                    "session_id TEXT NOT NULL, seq BIGINT NOT NULL, run_id TEXT NOT NULL, "
-                    "idx INTEGER NOT NULL, at DOUBLE PRECISION NOT NULL, type TEXT NOT NULL, "
-                    "data TEXT NOT NULL, PRIMARY KEY (user_id, session_id, seq))")
+                    f"CREATE TABLE IF NOT EXISTS {self._rows} (jid BIGINT NOT NULL, "
+                    "last_seq BIGINT NOT NULL, run_id TEXT NOT NULL, idx_first INTEGER NOT "
+                    "NULL, idx_last INTEGER NOT NULL, at DOUBLE PRECISION NOT NULL, batch "
+                    "TEXT NOT NULL, PRIMARY KEY (jid, last_seq))")
                 conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS {self._rows}_run ON {self._rows} (user_id, "
-                    "session_id, run_id, idx)")
+                    f"CREATE TABLE IF NOT EXISTS {self._runs} (jid BIGINT NOT NULL, run_id "
+                    "TEXT NOT NULL, first_seq BIGINT NOT NULL, PRIMARY KEY (jid, run_id))")
             self._ready = True
 
     async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
@@ -72,30 +84,32 @@ class PostgresRunJournal(RunJournal):
 
     def _append_rows(self, key: SessionKey, run_id: str, items: list[Item], max_events: int,
                      max_age: float) -> int:
-        user, session = key
-        where = "WHERE user_id = %s AND session_id = %s"
+        batch = encode_batch(items)
+        indexes = [item[0] for item in items]
         with self._conn() as conn:
             self._tables(conn)
             with conn.transaction():
-                head = int(conn.execute(
-                    f"INSERT INTO {self._head} AS h VALUES (%s, %s, %s) ON CONFLICT (user_id, "
-                    "session_id) DO UPDATE SET head = h.head + EXCLUDED.head RETURNING head",
-                    (user, session, len(items))).fetchone()[0])
-                first = head - len(items) + 1
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        f"INSERT INTO {self._rows} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                        [(user, session, first + i, run_id, index, at, type_, data)
-                         for i, (index, type_, data, at) in enumerate(items)])
-                conn.execute(f"DELETE FROM {self._rows} {where} AND seq <= %s",
-                             (user, session, head - max_events))
+                jid, head = conn.execute(
+                    f"INSERT INTO {self._head} AS h (user_id, session_id, head) VALUES (%s, "
+                    "%s, %s) ON CONFLICT (user_id, session_id) DO UPDATE SET head = h.head + "
+                    "EXCLUDED.head RETURNING jid, head", (*key, len(items))).fetchone()
+                conn.execute(f"INSERT INTO {self._runs} VALUES (%s, %s, %s) ON CONFLICT DO "
+                             "NOTHING", (jid, run_id, head - len(items) + 1))
+                conn.execute(f"INSERT INTO {self._rows} VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                             (jid, head, run_id, min(indexes), max(indexes), items[-1][3],
+                              batch))
+                conn.execute(f"DELETE FROM {self._rows} WHERE jid = %s AND last_seq <= %s",
+                             (jid, head - max_events))
+                # A run that began two retentions ago has nothing left to locate.
+                conn.execute(f"DELETE FROM {self._runs} WHERE jid = %s AND first_seq <= %s",
+                             (jid, head - 2 * max_events))
                 cutoff = time.time() - max_age
-                oldest = conn.execute(f"SELECT at FROM {self._rows} {where} ORDER BY seq "
-                                      "LIMIT 1", key).fetchone()
+                oldest = conn.execute(f"SELECT at FROM {self._rows} WHERE jid = %s ORDER BY "
+                                      "last_seq LIMIT 1", (jid,)).fetchone()
                 if oldest is not None and oldest[0] < cutoff:  # rare: only then by time
-                    conn.execute(f"DELETE FROM {self._rows} {where} AND at < %s",
-                                 (user, session, cutoff))
-        return head
+                    conn.execute(f"DELETE FROM {self._rows} WHERE jid = %s AND at < %s",
+                                 (jid, cutoff))
+        return int(head)
 
     async def _read(self, key: SessionKey, after: int,
                     limit: int) -> tuple[list[JournalEntry], int]:
@@ -103,17 +117,19 @@ class PostgresRunJournal(RunJournal):
 
     def _read_rows(self, key: SessionKey, after: int,
                    limit: int) -> tuple[list[JournalEntry], int]:
-        where = "WHERE user_id = %s AND session_id = %s"
         with self._conn() as conn:
             self._tables(conn)
-            with conn.transaction():  # one snapshot for the rows and the head
+            with conn.transaction():  # one snapshot for the head and the rows
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                found = conn.execute(f"SELECT jid, head FROM {self._head} WHERE user_id = %s "
+                                     "AND session_id = %s", key).fetchone()
+                if found is None:
+                    return [], 0
                 rows = conn.execute(
-                    f"SELECT seq, run_id, idx, at, type, data FROM {self._rows} {where} AND "
-                    "seq > %s ORDER BY seq LIMIT %s", (*key, after, limit)).fetchall()
-                found = conn.execute(f"SELECT head FROM {self._head} {where}", key).fetchone()
-        return ([JournalEntry(int(s), r, int(i), float(a), t, d) for s, r, i, a, t, d in rows],
-                0 if found is None else int(found[0]))
+                    f"SELECT last_seq, run_id, batch FROM {self._rows} WHERE jid = %s AND "
+                    "last_seq > %s ORDER BY last_seq LIMIT %s", (found[0], after, limit)
+                ).fetchall()
+        return _entries(rows, after)[:limit], int(found[1])
 
     async def _locate(self, key: SessionKey, run_id: str, index: int) -> int | None:
         return await asyncio.to_thread(self._locate_row, key, run_id, index)
@@ -121,7 +137,13 @@ class PostgresRunJournal(RunJournal):
     def _locate_row(self, key: SessionKey, run_id: str, index: int) -> int | None:
         with self._conn() as conn:
             self._tables(conn)
-            row = conn.execute(
-                f"SELECT seq FROM {self._rows} WHERE user_id = %s AND session_id = %s AND "
-                "run_id = %s AND idx = %s", (*key, run_id, index)).fetchone()
-        return None if row is None else int(row[0])
+            rows = conn.execute(  # the run's first batch from its start that may hold it
+                f"SELECT b.last_seq, b.run_id, b.batch FROM {self._head} h JOIN {self._runs} r "
+                f"ON r.jid = h.jid AND r.run_id = %s JOIN {self._rows} b ON b.jid = h.jid AND "
+                "b.last_seq >= r.first_seq AND b.run_id = r.run_id AND b.idx_first <= %s AND "
+                "b.idx_last >= %s WHERE h.user_id = %s AND h.session_id = %s ORDER BY "
+                "b.last_seq LIMIT 1", (run_id, index, index, *key)).fetchall()
+        for entry in _entries(rows, 0):
+            if entry.index == index:
+                return entry.seq
+        return None

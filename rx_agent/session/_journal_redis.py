@@ -2,21 +2,23 @@
 
 Keys (beside the store's, same prefix and escaping)::
 
-    {prefix}:journal:{user}:{session}         stream; entry id "<seq>-0", fields r i t d at
+    {prefix}:journal:{user}:{session}         stream: one entry per append (a batch)
     {prefix}:journal:{user}:{session}:head    string: the last seq given out
     {prefix}:journal:{user}:{session}:runs    hash run id -> the seq of its first entry
 
-An append is one Lua script (atomic, one round trip): ``INCRBY`` on the head gives the
-entries consecutive seqs, ``XADD ... MAXLEN ~`` bounds the stream by count, and the
-entries older than ``max_age`` are cut with ``XTRIM MINID`` (the stream and the runs
-hash also expire ``max_age`` after the last append; the head stays, so seqs never
-restart). A live reader blocks in ``XREAD BLOCK`` and wakes on the server as soon as
-any process appends. Needs Redis 6.2 or newer (``XTRIM MINID``).
+A stream entry holds one append's events (fields ``r`` run id, ``at`` time, ``b`` the
+batch as JSON) and its id is ``<last seq>-0``, so ``XRANGE`` / ``XREAD`` from a seq find
+the batch that holds it. An append is one Lua script (atomic, one round trip):
+``INCRBY`` on the head gives the entries consecutive seqs, one ``XADD`` writes them,
+and ``XTRIM MINID`` drops the batches wholly older than the newest ``max_events``
+entries (a batch that straddles the line stays whole) or than ``max_age`` (the stream
+and the runs hash also expire ``max_age`` after the last append; the head stays, so
+seqs never restart). A live reader blocks in ``XREAD BLOCK`` and wakes on the server
+as soon as any process appends. Needs Redis 6.2 or newer (``XTRIM MINID``).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import weakref
@@ -24,25 +26,20 @@ from collections.abc import Callable
 from typing import Any
 
 from ._base import SessionKey
-from ._journal import JournalEntry, RunJournal
+from ._journal import JournalEntry, RunJournal, decode_batch, encode_batch
 from ._journal_writer import Item
 
 __all__ = ["RedisRunJournal"]
 
-# KEYS: stream, head, runs. ARGV: maxlen, max_age ms (-1: none), now ms, run id, and the
-# entries as one JSON array of [index, type, data, time] (one argument to encode, not
-# four per entry). -> the last seq.
+# KEYS: stream, head, runs. ARGV: max_events, max_age ms (-1: none), now ms, run id,
+# entries in the batch, the batch's JSON, its last entry's time. -> the last seq.
 APPEND = """
-local items = cjson.decode(ARGV[5])
-local n = #items
+local n = tonumber(ARGV[5])
 local last = redis.call('INCRBY', KEYS[2], n)
-local seq = last - n
-redis.call('HSETNX', KEYS[3], ARGV[4], seq + 1)
-for _, item in ipairs(items) do
-  seq = seq + 1
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], seq .. '-0', 'r', ARGV[4],
-             'i', item[1], 't', item[2], 'd', item[3], 'at', item[4])
-end
+redis.call('HSETNX', KEYS[3], ARGV[4], last - n + 1)
+redis.call('XADD', KEYS[1], last .. '-0', 'r', ARGV[4], 'at', ARGV[7], 'b', ARGV[6])
+local floor = last - tonumber(ARGV[1])
+if floor > 0 then redis.call('XTRIM', KEYS[1], 'MINID', (floor + 1) .. '-0') end
 local age = tonumber(ARGV[2])
 if age >= 0 then
   local cutoff = (tonumber(ARGV[3]) - age) / 1000
@@ -51,7 +48,7 @@ if age >= 0 then
     if #batch == 0 then break end
     local keep = nil
     for _, e in ipairs(batch) do
-      if tonumber(e[2][10]) >= cutoff then keep = e[1] break end
+      if tonumber(e[2][4]) >= cutoff then keep = e[1] break end
     end
     if keep then
       redis.call('XTRIM', KEYS[1], 'MINID', keep)
@@ -68,7 +65,7 @@ if redis.call('HLEN', KEYS[3]) > tonumber(ARGV[1]) then
   local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
   if oldest then
     local dash = string.find(oldest[1], '-')
-    local min = tonumber(string.sub(oldest[1], 1, dash - 1))
+    local min = tonumber(string.sub(oldest[1], 1, dash - 1)) - tonumber(ARGV[1])
     local all = redis.call('HGETALL', KEYS[3])
     for i = 1, #all, 2 do
       if tonumber(all[i + 1]) < min then redis.call('HDEL', KEYS[3], all[i]) end
@@ -88,9 +85,13 @@ def _seq(entry_id: bytes | str) -> int:
     return int(raw.partition("-")[0])
 
 
-def _entry(entry_id: bytes, fields: dict[bytes, bytes]) -> JournalEntry:
-    return JournalEntry(_seq(entry_id), fields[b"r"].decode(), int(fields[b"i"]),
-                        float(fields[b"at"]), fields[b"t"].decode(), fields[b"d"].decode())
+def _entries(rows: Any, after: int) -> list[JournalEntry]:
+    """The entries after seq ``after`` in stream entries ``(id, fields)``."""
+    out: list[JournalEntry] = []
+    for entry_id, fields in rows or []:
+        batch = decode_batch(_seq(entry_id), fields[b"r"].decode(), fields[b"b"])
+        out.extend(batch if batch[0].seq > after else [e for e in batch if e.seq > after])
+    return out
 
 
 class RedisRunJournal(RunJournal):
@@ -123,8 +124,8 @@ class RedisRunJournal(RunJournal):
     async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
         _, script = self._client()
         age = -1 if math.isinf(self.max_age) else max(1, round(self.max_age * 1000))
-        args = [self.max_events, age, round(time.time() * 1000), run_id,
-                json.dumps([(i, t, d, repr(at)) for i, t, d, at in items])]
+        args = [self.max_events, age, round(time.time() * 1000), run_id, len(items),
+                encode_batch(items), repr(items[-1][3])]
         return int(await script(keys=self._keys(key), args=args))
 
     async def _read(self, key: SessionKey, after: int,
@@ -135,7 +136,7 @@ class RedisRunJournal(RunJournal):
             pipe.execute_command("XRANGE", stream, f"{after + 1}-0", "+", "COUNT", limit)
             pipe.execute_command("GET", head)
             rows, last = await pipe.execute()
-        return [_entry(i, f) for i, f in rows or []], int(last or 0)
+        return _entries(rows, after)[:limit], int(last or 0)
 
     async def _read_wait(self, key: SessionKey, after: int, limit: int,
                          timeout: float) -> list[JournalEntry]:
@@ -146,7 +147,7 @@ class RedisRunJournal(RunJournal):
         if not answer:
             return []
         rows = next(iter(answer.values())) if isinstance(answer, dict) else answer[0][1]
-        return [_entry(i, f) for i, f in rows]
+        return _entries(rows, after)[:limit]
 
     async def _locate(self, key: SessionKey, run_id: str, index: int) -> int | None:
         client, _ = self._client()
@@ -155,21 +156,21 @@ class RedisRunJournal(RunJournal):
         if first is None:
             return None
         guess = int(first) + index  # where it is when the run was not interleaved
-        rows = await client.execute_command("XRANGE", stream, f"{guess}-0", f"{guess}-0")
-        for entry_id, fields in rows or []:
-            if fields[b"r"].decode() == run_id and int(fields[b"i"]) == index:
-                return _seq(entry_id)
-        start = f"{int(first)}-0"
+        rows = await client.execute_command("XRANGE", stream, f"{guess}-0", "+", "COUNT", 1)
+        for entry in _entries(rows, guess - 1):
+            if entry.seq == guess and entry.run_id == run_id and entry.index == index:
+                return entry.seq
+        start = int(first)
         for _ in range(50):  # interleaved with another run: scan from its first entry
-            rows = await client.execute_command("XRANGE", stream, start, "+", "COUNT", 500)
-            for entry_id, fields in rows or []:
-                if fields[b"r"].decode() == run_id:
-                    found = int(fields[b"i"])
-                    if found == index:
-                        return _seq(entry_id)
-                    if found > index:
+            rows = await client.execute_command("XRANGE", stream, f"{start}-0", "+",
+                                                "COUNT", 100)
+            for entry in _entries(rows, start - 1):
+                if entry.run_id == run_id:
+                    if entry.index == index:
+                        return entry.seq
+                    if entry.index > index:
                         return None
-            if not rows or len(rows) < 500:
+            if not rows or len(rows) < 100:
                 return None
-            start = f"{_seq(rows[-1][0]) + 1}-0"
+            start = _seq(rows[-1][0]) + 1
         return None

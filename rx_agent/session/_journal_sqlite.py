@@ -1,15 +1,19 @@
-"""The SQLite run journal: two tables in the store's file, on the store's threads.
+"""The SQLite run journal: three tables in the store's file, on the store's threads.
 
 Layout (beside the session tables)::
 
-    rx_journal_head(jid, user_id, session_id, head)   -- a session's number, its last seq
-    rx_journal(jid, seq, run_id, idx, at, type, data) -- one row per entry
-    rx_journal_run(jid, run_id, first_seq)            -- where each run starts
+    rx_journal_head(jid, user_id, session_id, head)  -- a session's number, its last seq
+    rx_journal(jid, last_seq, run_id, idx_first, idx_last, at, batch)
+                                                     -- one row per append (a batch)
+    rx_journal_run(jid, run_id, first_seq)           -- where each run starts
 
-An append is one ``BEGIN IMMEDIATE`` transaction: it moves the head by the number of
-entries (so seqs are consecutive across processes), inserts them and trims the
-session's entries past the retention. Readers in other processes find new entries by
-polling (:attr:`RunJournal.poll`); those in this process are woken at once.
+A row holds one append's entries (``batch``, JSON) and is keyed by its last seq, so one
+write serves a batch, not an event. An append is one ``BEGIN IMMEDIATE`` transaction:
+it moves the head by the number of entries (so seqs are consecutive across processes),
+inserts the row and drops the rows wholly older than the newest ``max_events`` entries
+(a batch that straddles the line stays whole) or than ``max_age``. Readers in other
+processes find new entries by polling (:attr:`RunJournal.poll`); those in this process
+are woken at once.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import threading
 import time
 
 from ._base import SessionKey
-from ._journal import JournalEntry, RunJournal
+from ._journal import JournalEntry, RunJournal, decode_batch, encode_batch
 from ._journal_writer import Item
 from ._sqlite_file import SqliteFile
 
@@ -29,14 +33,22 @@ CREATE TABLE IF NOT EXISTS rx_journal_head (
     jid INTEGER PRIMARY KEY, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
     head INTEGER NOT NULL, UNIQUE (user_id, session_id));
 CREATE TABLE IF NOT EXISTS rx_journal (
-    jid INTEGER NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL, idx INTEGER NOT NULL,
-    at REAL NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,
-    PRIMARY KEY (jid, seq)) WITHOUT ROWID;
+    jid INTEGER NOT NULL, last_seq INTEGER NOT NULL, run_id TEXT NOT NULL,
+    idx_first INTEGER NOT NULL, idx_last INTEGER NOT NULL, at REAL NOT NULL,
+    batch TEXT NOT NULL, PRIMARY KEY (jid, last_seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rx_journal_run (
     jid INTEGER NOT NULL, run_id TEXT NOT NULL, first_seq INTEGER NOT NULL,
     PRIMARY KEY (jid, run_id)) WITHOUT ROWID;
 """
-_WHERE = "WHERE user_id = ? AND session_id = ?"
+_ROWS = "SELECT last_seq, run_id, batch FROM rx_journal"
+
+
+def _entries(rows: list[tuple[int, str, str]], after: int) -> list[JournalEntry]:
+    out: list[JournalEntry] = []
+    for last, run_id, batch in rows:
+        entries = decode_batch(last, run_id, batch)
+        out.extend(entries if entries[0].seq > after else [e for e in entries if e.seq > after])
+    return out
 
 
 class SqliteRunJournal(RunJournal):
@@ -66,25 +78,24 @@ class SqliteRunJournal(RunJournal):
     def _append_rows(self, key: SessionKey, run_id: str, items: list[Item], max_events: int,
                      max_age: float) -> int:
         self._tables()
+        batch = encode_batch(items)
+        indexes = [item[0] for item in items]
         with self._db.txn() as conn:
             jid, head = conn.execute(
                 "INSERT INTO rx_journal_head (user_id, session_id, head) VALUES (?, ?, ?) "
                 "ON CONFLICT (user_id, session_id) DO UPDATE SET head = head + excluded.head "
                 "RETURNING jid, head", (*key, len(items))).fetchone()
-            first = head - len(items) + 1
             conn.execute("INSERT OR IGNORE INTO rx_journal_run VALUES (?, ?, ?)",
-                         (jid, run_id, first))
-            conn.executemany(
-                "INSERT INTO rx_journal VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(jid, first + i, run_id, index, at, type_, data)
-                 for i, (index, type_, data, at) in enumerate(items)])
-            conn.execute("DELETE FROM rx_journal WHERE jid = ? AND seq <= ?",
+                         (jid, run_id, head - len(items) + 1))
+            conn.execute("INSERT INTO rx_journal VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (jid, head, run_id, min(indexes), max(indexes), items[-1][3], batch))
+            conn.execute("DELETE FROM rx_journal WHERE jid = ? AND last_seq <= ?",
                          (jid, head - max_events))
             # A run that began two retentions ago has nothing left to locate.
             conn.execute("DELETE FROM rx_journal_run WHERE jid = ? AND first_seq <= ?",
                          (jid, head - 2 * max_events))
             cutoff = time.time() - max_age
-            oldest = conn.execute("SELECT at FROM rx_journal WHERE jid = ? ORDER BY seq "
+            oldest = conn.execute("SELECT at FROM rx_journal WHERE jid = ? ORDER BY last_seq "
                                   "LIMIT 1", (jid,)).fetchone()
             if oldest is not None and oldest[0] < cutoff:  # rare: only then scan by time
                 conn.execute("DELETE FROM rx_journal WHERE jid = ? AND at < ?", (jid, cutoff))
@@ -100,16 +111,15 @@ class SqliteRunJournal(RunJournal):
         conn = self._db.conn()
         conn.execute("BEGIN")  # one snapshot for the head and the rows
         try:
-            found = conn.execute(f"SELECT jid, head FROM rx_journal_head {_WHERE}",
-                                 key).fetchone()
+            found = conn.execute("SELECT jid, head FROM rx_journal_head WHERE user_id = ? AND "
+                                 "session_id = ?", key).fetchone()
             if found is None:
                 return [], 0
-            rows = conn.execute(
-                "SELECT seq, run_id, idx, at, type, data FROM rx_journal WHERE jid = ? AND "
-                "seq > ? ORDER BY seq LIMIT ?", (found[0], after, limit)).fetchall()
+            rows = conn.execute(f"{_ROWS} WHERE jid = ? AND last_seq > ? ORDER BY last_seq "
+                                "LIMIT ?", (found[0], after, limit)).fetchall()
         finally:
             conn.execute("COMMIT")
-        return [JournalEntry(*row) for row in rows], int(found[1])
+        return _entries(rows, after)[:limit], int(found[1])
 
     async def _locate(self, key: SessionKey, run_id: str, index: int) -> int | None:
         return await self._db.run(self._locate_row, key, run_id, index)
@@ -123,12 +133,10 @@ class SqliteRunJournal(RunJournal):
             (run_id, *key)).fetchone()
         if found is None:
             return None
-        jid, first = found
-        guess = conn.execute(  # where it is when the run was not interleaved
-            "SELECT seq FROM rx_journal WHERE jid = ? AND seq = ? AND run_id = ? AND idx = ?",
-            (jid, first + index, run_id, index)).fetchone()
-        if guess is None:
-            guess = conn.execute(
-                "SELECT seq FROM rx_journal WHERE jid = ? AND seq >= ? AND run_id = ? AND "
-                "idx = ? ORDER BY seq LIMIT 1", (jid, first, run_id, index)).fetchone()
-        return None if guess is None else int(guess[0])
+        rows = conn.execute(  # the run's batches from its start, the first that may hold it
+            f"{_ROWS} WHERE jid = ? AND last_seq >= ? AND run_id = ? AND idx_first <= ? AND "
+            "idx_last >= ? ORDER BY last_seq LIMIT 1", (*found, run_id, index, index)).fetchall()
+        for entry in _entries(rows, 0):
+            if entry.index == index:
+                return entry.seq
+        return None
