@@ -11,7 +11,9 @@ through the ASGI app in this process (no sockets, so the figure is the server's 
 work), timed from the request to the stream's last byte. That includes the journal's
 batched appends (on the store's threads or its asyncio client) and the flush of the
 run's end before the stream closes. Prints the median microseconds per streamed event
-of each and their ratio.
+of each and their ratio, as wall time and as this process's CPU time (its threads
+included; a Redis or PostgreSQL server's own work is not: on a shared machine it shows
+in the wall time).
 
 Without ``--redis-url`` / ``--postgres-url`` it starts throwaway servers as
 ``bench_session_store.py`` does, and skips a backend it cannot start.
@@ -59,8 +61,9 @@ class Burst(AsyncChatModel):
                 await asyncio.sleep(0)  # a real model's stream yields to the loop
 
 
-async def one_call(app: Any, session: str) -> tuple[float, int]:
-    """Seconds from the request to the last byte, and the events streamed."""
+async def one_call(app: Any, session: str) -> tuple[float, float, int]:
+    """Seconds from the request to the last byte, this process's CPU seconds (all its
+    threads) meanwhile, and the events streamed."""
     body = b'{"message": "go"}'
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
              "method": "POST", "scheme": "http", "path": f"/v1/sessions/{session}/messages",
@@ -86,9 +89,9 @@ async def one_call(app: Any, session: str) -> tuple[float, int]:
             if not message.get("more_body", False):
                 done.set()
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await app(scope, receive, send)
-    return time.perf_counter() - start, frames[0]
+    return time.perf_counter() - start, time.process_time() - cpu, frames[0]
 
 
 def build(store: Any, chunks: int, journal: bool) -> Any:
@@ -97,9 +100,11 @@ def build(store: Any, chunks: int, journal: bool) -> Any:
                       openai=False, a2a=False, agui=False)
 
 
-async def measure(store: Any, chunks: int, rounds: int) -> tuple[float, float, int]:
+async def measure(store: Any, chunks: int, rounds: int) -> tuple[list[float], int]:
+    """Median us per event: wall without, wall with, CPU without, CPU with."""
     apps = {False: build(store, chunks, False), True: build(store, chunks, True)}
-    per_event: dict[bool, list[float]] = {False: [], True: []}
+    wall: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
     events = 0
     for warm in range(2):  # warm both up: imports, tables, clients
         for journal in (False, True):
@@ -107,10 +112,12 @@ async def measure(store: Any, chunks: int, rounds: int) -> tuple[float, float, i
     for r in range(rounds):
         order = (False, True) if r % 2 == 0 else (True, False)  # interleaved, alternating
         for journal in order:
-            seconds, events = await one_call(apps[journal], f"s-{uuid.uuid4().hex[:10]}")
-            per_event[journal].append(seconds / events)
-    return (statistics.median(per_event[False]) * 1e6, statistics.median(per_event[True]) * 1e6,
-            events)
+            seconds, busy, events = await one_call(apps[journal],
+                                                   f"s-{uuid.uuid4().hex[:10]}")
+            wall[journal].append(seconds / events)
+            cpu[journal].append(busy / events)
+    return [statistics.median(series[arm]) * 1e6 for series in (wall, cpu)
+            for arm in (False, True)], events
 
 
 def main() -> int:
@@ -143,18 +150,20 @@ def main() -> int:
         else:
             print("postgres: skipped (apt-get install postgresql, or --postgres-url)")
         print(f"{chunks} text deltas per call, {rounds} calls per arm, medians; "
-              "us per streamed event")
-        print(f"{'store':<10}{'no journal':>12}{'journal':>12}{'ratio':>8}{'events':>8}")
+              "us per streamed event (wall: request to last byte; cpu: this process)")
+        print(f"{'store':<10}{'wall off':>10}{'wall on':>10}{'ratio':>7}"
+              f"{'cpu off':>10}{'cpu on':>10}{'ratio':>7}{'events':>8}")
         for name, store in stores:
-            async def run(store: Any = store) -> tuple[float, float, int]:
+            async def run(store: Any = store) -> tuple[list[float], int]:
                 try:
                     return await measure(store, chunks, rounds)
                 finally:
                     if hasattr(store, "aclose"):
                         await store.aclose()
 
-            off, on, events = asyncio.run(run())
-            print(f"{name:<10}{off:>12.2f}{on:>12.2f}{on / off:>8.2f}{events:>8}")
+            (off, on, cpu_off, cpu_on), events = asyncio.run(run())
+            print(f"{name:<10}{off:>10.2f}{on:>10.2f}{on / off:>7.2f}"
+                  f"{cpu_off:>10.2f}{cpu_on:>10.2f}{cpu_on / cpu_off:>7.2f}{events:>8}")
             store.close()
     return 0
 

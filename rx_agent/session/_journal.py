@@ -123,16 +123,30 @@ class JournalEntry:
 
 
 def encode_batch(items: list[Item]) -> str:
-    """One append's entries as one JSON text (the SQL and Redis journals store a batch as
-    one row or stream entry: one write per batch, not per event)."""
+    """One append's entries as one text (the SQL and Redis journals store a batch as one
+    row or stream entry: one write per batch, not per event): a line
+    ``index\ttype\ttime\tdata`` per entry (event JSON has no raw newline), or, when some
+    data has one, a JSON array."""
+    text = "\n".join([f"{i}\t{t}\t{at!r}\t{d}" for i, t, d, at in items])
+    if text.count("\n") == len(items) - 1:
+        return text
     return json.dumps([(i, t, at, d) for i, t, d, at in items], ensure_ascii=False)
 
 
 def decode_batch(last_seq: int, run_id: str, text: str | bytes) -> list[JournalEntry]:
     """The entries of a batch whose last entry is ``last_seq``."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    first = last_seq - text.count("\n") if text[:1] != "[" else None
+    if first is not None:
+        out = []
+        for k, line in enumerate(text.split("\n")):
+            index, type_, at, data = line.split("\t", 3)
+            out.append(JournalEntry(first + k, run_id, int(index), float(at), type_, data))
+        return out
     rows = json.loads(text)
-    first = last_seq - len(rows) + 1
-    return [JournalEntry(first + k, run_id, i, at, t, d) for k, (i, t, at, d) in enumerate(rows)]
+    start = last_seq - len(rows) + 1
+    return [JournalEntry(start + k, run_id, i, at, t, d) for k, (i, t, at, d) in enumerate(rows)]
 
 
 def _check_retention(max_events: object, max_age: object) -> tuple[int, float]:
@@ -168,6 +182,9 @@ def _check_items(items: object) -> list[Item]:
             raise ValueError(f"an item's index must be an int >= 0, got {index!r}")
         if not isinstance(type_, str) or not type_ or not isinstance(data, str):
             raise TypeError(f"an item's type and data must be strings, got {item!r}")
+        if not type_.isprintable() or " " in type_:
+            raise ValueError(f"an item's type must be a name without spaces or control "
+                             f"characters, got {type_!r}")
         if isinstance(at, bool) or not isinstance(at, (int, float)):
             raise TypeError(f"an item's time must be a number, got {at!r}")
         out.append((index, type_, data, float(at)))

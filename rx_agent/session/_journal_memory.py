@@ -14,11 +14,15 @@ from ._journal_writer import Item
 __all__ = ["MemoryRunJournal"]
 
 
+_Row = tuple[int, str, int, float, str, str]
+"""A :class:`JournalEntry`'s fields: made into one only when read (appends are many)."""
+
+
 class _Log:
     __slots__ = ("entries", "head", "runs")
 
     def __init__(self) -> None:
-        self.entries: deque[JournalEntry] = deque()
+        self.entries: deque[_Row] = deque()
         self.head = 0
         self.runs: dict[str, int] = {}
         """run id -> the seq of its first entry (a hint for locate)."""
@@ -41,14 +45,15 @@ class MemoryRunJournal(RunJournal):
             if log is None:
                 log = self._logs[key] = _Log()
             log.runs.setdefault(run_id, log.head + 1)
-            for index, type_, data, at in items:
-                log.head += 1
-                log.entries.append(JournalEntry(log.head, run_id, index, at, type_, data))
+            head = log.head
+            log.entries.extend([(head + k + 1, run_id, index, at, type_, data)
+                                for k, (index, type_, data, at) in enumerate(items)])
+            log.head = head + len(items)
             entries, cutoff = log.entries, time.time() - self.max_age
-            while entries and (len(entries) > self.max_events or entries[0].time < cutoff):
+            while entries and (len(entries) > self.max_events or entries[0][3] < cutoff):
                 entries.popleft()
             if len(log.runs) > self.max_events:  # runs whose entries are all gone
-                oldest = entries[0].seq if entries else log.head + 1
+                oldest = entries[0][0] if entries else log.head + 1
                 log.runs = {r: s for r, s in log.runs.items() if s >= oldest}
             return log.head
 
@@ -61,8 +66,9 @@ class MemoryRunJournal(RunJournal):
             entries = log.entries
             if not entries:
                 return [], log.head
-            start = max(0, after + 1 - entries[0].seq)
-            return [entries[i] for i in range(start, min(len(entries), start + limit))], log.head
+            start = max(0, after + 1 - entries[0][0])
+            return [JournalEntry(*entries[i])
+                    for i in range(start, min(len(entries), start + limit))], log.head
 
     async def _locate(self, key: SessionKey, run_id: str, index: int) -> int | None:
         with self._lock:
@@ -73,13 +79,13 @@ class MemoryRunJournal(RunJournal):
             first = log.runs.get(run_id)
             if first is None:
                 return None
-            oldest = entries[0].seq
+            oldest = entries[0][0]
             guess = first + index - oldest  # where it is when the run was not interleaved
             if 0 <= guess < len(entries):
-                entry = entries[guess]
-                if entry.run_id == run_id and entry.index == index:
-                    return entry.seq
-            for entry in list(entries)[max(0, first - oldest):]:
-                if entry.run_id == run_id and entry.index == index:
-                    return entry.seq
+                seq, run, at_index = entries[guess][:3]
+                if run == run_id and at_index == index:
+                    return seq
+            for seq, run, at_index, *_ in list(entries)[max(0, first - oldest):]:
+                if run == run_id and at_index == index:
+                    return seq
             return None

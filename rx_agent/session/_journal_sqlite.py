@@ -28,6 +28,8 @@ from ._sqlite_file import SqliteFile
 
 __all__ = ["SqliteRunJournal"]
 
+# rx_journal keeps its rowid: its rows are large (a batch), which SQLite stores better in
+# a rowid table than in a WITHOUT ROWID one.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rx_journal_head (
     jid INTEGER PRIMARY KEY, user_id TEXT NOT NULL, session_id TEXT NOT NULL,
@@ -35,7 +37,7 @@ CREATE TABLE IF NOT EXISTS rx_journal_head (
 CREATE TABLE IF NOT EXISTS rx_journal (
     jid INTEGER NOT NULL, last_seq INTEGER NOT NULL, run_id TEXT NOT NULL,
     idx_first INTEGER NOT NULL, idx_last INTEGER NOT NULL, at REAL NOT NULL,
-    batch TEXT NOT NULL, PRIMARY KEY (jid, last_seq)) WITHOUT ROWID;
+    batch TEXT NOT NULL, PRIMARY KEY (jid, last_seq));
 CREATE TABLE IF NOT EXISTS rx_journal_run (
     jid INTEGER NOT NULL, run_id TEXT NOT NULL, first_seq INTEGER NOT NULL,
     PRIMARY KEY (jid, run_id)) WITHOUT ROWID;
