@@ -13,6 +13,9 @@ from ._journal_writer import Item
 
 __all__ = ["MemoryRunJournal"]
 
+SWEEP = 1000
+"""Appends between two sweeps for sessions whose newest entry is past ``max_age``."""
+
 
 _Row = tuple[int, str, int, float, str, str]
 """A :class:`JournalEntry`'s fields: made into one only when read (appends are many)."""
@@ -38,6 +41,7 @@ class MemoryRunJournal(RunJournal):
         super().__init__(max_events=max_events, max_age=max_age)
         self._lock = threading.Lock()
         self._logs: dict[SessionKey, _Log] = {}
+        self._appends = 0
 
     async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
         with self._lock:
@@ -55,6 +59,10 @@ class MemoryRunJournal(RunJournal):
             if len(log.runs) > self.max_events:  # runs whose entries are all gone
                 oldest = entries[0][0] if entries else log.head + 1
                 log.runs = {r: s for r, s in log.runs.items() if s >= oldest}
+            self._appends += 1
+            if self._appends % SWEEP == 0:  # sessions nobody appends to any more
+                self._logs = {k: v for k, v in self._logs.items()
+                              if v.entries and v.entries[-1][3] >= cutoff}
             return log.head
 
     async def _read(self, key: SessionKey, after: int,

@@ -19,6 +19,7 @@ pool). Readers in other processes find new entries by polling every
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,9 @@ from ._journal_writer import Item
 
 __all__ = ["PostgresRunJournal"]
 
+SWEEP = 0.01
+"""The chance that an append also drops every session's rows past ``max_age`` (by the
+index on ``at``): sessions nobody appends to any more are emptied too."""
 _LOCK = 0x72785F6A6E  # the advisory lock under which processes create the tables
 
 
@@ -76,6 +80,7 @@ class PostgresRunJournal(RunJournal):
                 conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {self._runs} (jid BIGINT NOT NULL, run_id "
                     "TEXT NOT NULL, first_seq BIGINT NOT NULL, PRIMARY KEY (jid, run_id))")
+                conn.execute(f"CREATE INDEX IF NOT EXISTS {self._rows}_at ON {self._rows} (at)")
             self._ready = True
 
     async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
@@ -109,6 +114,8 @@ class PostgresRunJournal(RunJournal):
                 if oldest is not None and oldest[0] < cutoff:  # rare: only then by time
                     conn.execute(f"DELETE FROM {self._rows} WHERE jid = %s AND at < %s",
                                  (jid, cutoff))
+                if random.random() < SWEEP:  # sessions nobody appends to any more
+                    conn.execute(f"DELETE FROM {self._rows} WHERE at < %s", (cutoff,))
         return int(head)
 
     async def _read(self, key: SessionKey, after: int,

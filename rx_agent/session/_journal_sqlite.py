@@ -18,6 +18,7 @@ are woken at once.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
@@ -38,10 +39,14 @@ CREATE TABLE IF NOT EXISTS rx_journal (
     jid INTEGER NOT NULL, last_seq INTEGER NOT NULL, run_id TEXT NOT NULL,
     idx_first INTEGER NOT NULL, idx_last INTEGER NOT NULL, at REAL NOT NULL,
     batch TEXT NOT NULL, PRIMARY KEY (jid, last_seq));
+CREATE INDEX IF NOT EXISTS rx_journal_at ON rx_journal (at);
 CREATE TABLE IF NOT EXISTS rx_journal_run (
     jid INTEGER NOT NULL, run_id TEXT NOT NULL, first_seq INTEGER NOT NULL,
     PRIMARY KEY (jid, run_id)) WITHOUT ROWID;
 """
+SWEEP = 0.01
+"""The chance that an append also drops every session's rows past ``max_age`` (by the
+index on ``at``): sessions nobody appends to any more are emptied too."""
 _ROWS = "SELECT last_seq, run_id, batch FROM rx_journal"
 
 
@@ -101,6 +106,8 @@ class SqliteRunJournal(RunJournal):
                                   "LIMIT 1", (jid,)).fetchone()
             if oldest is not None and oldest[0] < cutoff:  # rare: only then scan by time
                 conn.execute("DELETE FROM rx_journal WHERE jid = ? AND at < ?", (jid, cutoff))
+            if random.random() < SWEEP:  # sessions nobody appends to any more
+                conn.execute("DELETE FROM rx_journal WHERE at < ?", (cutoff,))
         return int(head)
 
     async def _read(self, key: SessionKey, after: int,

@@ -276,3 +276,26 @@ async def test_subscribe_durable_events_live_and_from_a_point(stores: Stores) ->
 def test_a_store_without_a_journal_is_named() -> None:
     with pytest.raises(TypeError, match="has no run journal"):
         subscribe_durable_events(object(), "s")
+
+
+async def test_a_session_nobody_appends_to_any_more_is_emptied_after_max_age(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import rx_agent.session._journal_memory as memory
+    import rx_agent.session._journal_postgres as postgres
+    import rx_agent.session._journal_sqlite as sqlite
+
+    # Sweep at every append (by default: every 1,000th, or 1% of them; Redis expires the
+    # stream itself).
+    monkeypatch.setattr(memory, "SWEEP", 1)
+    monkeypatch.setattr(sqlite, "SWEEP", 1.0)
+    monkeypatch.setattr(postgres, "SWEEP", 1.0)
+    store = stores.open()
+    journal = store.journal(max_age=0.3)
+    idle = SessionKey("u1", "idle")
+    await journal.append(idle, "old", _items([_delta(0)]))
+    await asyncio.sleep(0.5)
+    await journal.append(KEY, "other", _items([_delta(0)]))
+    assert await journal.read(idle) == []
+    assert await journal.locate(idle, "old", 0) is None
+    await _aclose(store)
