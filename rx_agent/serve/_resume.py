@@ -27,7 +27,7 @@ from ..session import JournalEntry, JournalExpiredError, RunJournal, SessionKey
 from ._errors import HTTPError
 from ._guard import SessionGuard
 
-__all__ = ["JournalStream", "run_events", "run_summary", "session_events"]
+__all__ = ["JournalStream", "events_after", "run_events", "run_summary", "session_events"]
 
 APPEAR = 2.0
 """Seconds a reconnect waits for a running run's first entries to reach the journal."""
@@ -224,10 +224,10 @@ async def _disconnected(receive: Receive) -> None:
             return
 
 
-async def run_summary(journal: RunJournal, key: SessionKey, run_id: str,
-                      after: int) -> dict[str, Any] | None:
-    """``GET .../runs/{run}`` for a run of another worker, from the journal (``None``:
-    the journal holds none of it)."""
+async def run_summary(journal: RunJournal, key: SessionKey,
+                      run_id: str) -> tuple[dict[str, Any], list[JournalEntry]] | None:
+    """``GET .../runs/{run}`` for a run of another worker, from the journal: its summary
+    and its events (``None``: the journal holds none of it)."""
     first = await journal.locate(key, run_id, 0)
     if first is None:
         return None
@@ -252,6 +252,9 @@ async def run_summary(journal: RunJournal, key: SessionKey, run_id: str,
             "duration": None if ended is None or started is None else ended - started,
             "error": finished.get("error"), "events": len(events), "truncated": False,
             "tokens": tokens, "model_calls": model_calls, "tool_calls": tool_calls,
-            "events_after": [{"id": e.id, "time": e.time, "type": e.type,
-                              "event": json.loads(e.data)} for e in events if e.index > after],
-            "spans": None, "from_journal": True}
+            "from_journal": True}, events
+
+
+def events_after(events: list[JournalEntry], after: int) -> list[dict[str, Any]]:
+    return [{"id": e.id, "time": e.time, "type": e.type, "event": json.loads(e.data)}
+            for e in events if e.index > after]

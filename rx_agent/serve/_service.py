@@ -24,7 +24,7 @@ from ._calls import KEEPALIVE, Call, CallResponse, CallRunner
 from ._errors import HTTPError
 from ._guard import SessionGuard
 from ._metrics import Metrics
-from ._resume import run_events, run_summary, session_events
+from ._resume import events_after, run_events, run_summary, session_events
 from ._runs import RunLog
 from ._spans import SpanFeed
 
@@ -214,15 +214,19 @@ class Service:
         key, _ = self.key(request)
         run_id = request.path_params["run_id"]
         record = self.runs.get(run_id, key)
-        after = _after(request, run_id)
+        found = None
         if record is None and self.journal is not None:  # another worker's run
-            summary = await run_summary(self.journal, key, run_id, after)
-            if summary is not None:
-                return JSONResponse(summary)
-        if record is None:
+            found = await run_summary(self.journal, key, run_id)
+        if record is None and found is None:
             raise HTTPError(404, "no_run", f"there is no run {run_id!r} of session "
                             f"{key.session_id!r} on this worker (the last 200 runs) or in the "
                             "run journal")
+        after = _after(request, run_id)
+        if found is not None:
+            summary, entries = found
+            return JSONResponse({**summary, "events_after": events_after(entries, after),
+                                 "spans": None})
+        assert record is not None
         events = [{"id": f"{run_id}.{i}", "time": t, "type": kind, "event": json.loads(data)}
                   for i, (t, kind, data) in enumerate(record.events) if i > after]
         spans = self.feed.of_run(run_id) if self.feed is not None else None
