@@ -285,3 +285,39 @@ def test_without_keep_running_a_drop_disposes_the_call_and_the_rest_is_what_it_m
     assert [f["id"] for f in rest] == [f"{run_id}.{i}" for i in range(5, 5 + len(rest))]
     assert json.loads(rest[-1]["data"])["status"] == "disconnected"
     assert len(_text(got + rest).split()) < 200
+
+
+def test_an_app_without_a_journal_says_so_and_keep_running_needs_one(live: Any) -> None:
+    with pytest.raises(ValueError, match="keep_running=True needs a journal"):
+        create_app(ReActAgent(name="e", model=SlowModel(["a"], 0)), journal=False,
+                   keep_running=True)
+    with pytest.raises(TypeError, match="journal must be"):
+        create_app(ReActAgent(name="e", model=SlowModel(["a"], 0)), journal="yes")  # type: ignore[arg-type]
+    server: LiveServer = live(create_app(ReActAgent(name="e", model=SlowModel(["a"], 0)),
+                                         journal=False))
+    r = httpx.post(f"{server.url}/v1/sessions/n1/messages", json={"message": "hi"},
+                   headers={"Accept": "application/json"}, timeout=10)
+    run_id = r.headers["x-run-id"]
+    off = httpx.get(f"{server.url}/v1/sessions/n1/runs/{run_id}/events", timeout=10)
+    assert off.status_code == 501 and off.json()["error"]["code"] == "no_journal"
+    # The run log of this worker still answers.
+    assert httpx.get(f"{server.url}/v1/sessions/n1/runs/{run_id}",
+                     timeout=10).json()["status"] == "completed"
+    paths = httpx.get(f"{server.url}/openapi.json", timeout=10).json()["paths"]
+    assert "/v1/sessions/{session_id}/runs/{run_id}/events" in paths
+    assert "410" in paths["/v1/sessions/{session_id}/events"]["get"]["responses"]
+
+
+def test_the_journal_benchmark_runs(redis_url: str, postgres_url: str) -> None:  # noqa: F811
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_journal.py"
+    done = subprocess.run([sys.executable, str(bench), "--smoke", "--redis-url", redis_url,
+                           "--postgres-url", postgres_url], check=False, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()[2:]]
+    assert [row[0] for row in rows] == ["memory", "sqlite", "redis", "postgres"]
+    assert all(float(row[3]) > 0 for row in rows)  # the ratios
