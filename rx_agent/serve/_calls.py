@@ -143,9 +143,19 @@ class Call:
         runner = self.runner
         runner.metrics.call_ended(self.kind, outcome, time.monotonic() - self.started,
                                   self.record.count)
-        if self.journal is not None:  # complete before the session is free again
-            await self.journal.close(outcome, error)
-        await runner.guard.leave(self.hold)
+        if self.journal is None:
+            await runner.guard.leave(self.hold)
+            return
+        # The journal complete before the session is free again; shielded, so a response
+        # cancelled meanwhile (its client left) still frees the session.
+        await asyncio.shield(self._settle(outcome, error))
+
+    async def _settle(self, outcome: str, error: str | None) -> None:
+        try:
+            if self.journal is not None:
+                await self.journal.close(outcome, error)
+        finally:
+            await self.runner.guard.leave(self.hold)
 
 
 class CallRunner:
