@@ -34,6 +34,7 @@ _RESUMED = {
     "200": {"description": "Server-Sent Events with the ids of the call's own stream, then "
             "`event: run_end` (`{run_id, status, error}`)",
             "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+    "204": {"description": "Last-Event-ID is the run's run_end: nothing follows"},
     "400": _ERROR, "401": _ERROR, "404": _ERROR,
     "410": {**_ERROR, "description": "the run journal no longer holds that event "
             "(retention) or never did"},

@@ -94,7 +94,7 @@ async def _alive(guard: SessionGuard, key: SessionKey, run_id: str) -> bool:
 
 
 async def run_events(journal: RunJournal, guard: SessionGuard, key: SessionKey,
-                     request: Request, run_id: str, keepalive: float) -> JournalStream:
+                     request: Request, run_id: str, keepalive: float) -> Response:
     """The answer of ``GET .../runs/{run}/events``, or the 404 / 410 before it starts."""
     index = _run_point(request, run_id)
     after = None if index is None else await journal.locate(key, run_id, index)
@@ -117,6 +117,9 @@ async def run_events(journal: RunJournal, guard: SessionGuard, key: SessionKey,
         after = first - 1
     else:
         skip = -1  # located: everything after it is new
+        point = await journal.read(key, after - 1, 1)
+        if point and point[0].is_end:  # the client saw the run's end: nothing follows
+            return Response(status_code=204, headers={"x-run-id": run_id})
 
     async def frames() -> AsyncIterator[bytes | None]:
         last, lost = after, False
@@ -131,14 +134,14 @@ async def run_events(journal: RunJournal, guard: SessionGuard, key: SessionKey,
                             break
                         continue
                     last = entry.seq
-                    if entry.index > skip:
+                    if entry.index > skip or entry.is_end:  # the end, whatever the point
                         yield _frame(entry)
                     if entry.is_end:
                         return
             if not lost:
                 return
             async for entry in journal.follow(key, last, run_id=run_id, live=False):
-                if entry.index > skip:
+                if entry.index > skip or entry.is_end:
                     yield _frame(entry)
                 if entry.is_end:
                     return

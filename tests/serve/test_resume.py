@@ -111,6 +111,10 @@ def test_a_client_drops_on_one_worker_and_gets_exactly_the_rest_from_the_other(
     text = _text(first + rest)
     assert text.startswith(" ".join(f"w{i}" for i in range(60)) + " done @")
     assert [f["event"] for f in rest[-3:-1]] == ["agent_result", "agent_end"]
+    # Resending the id of the run's end: nothing follows (204: an EventSource stops).
+    after_end = httpx.get(f"{b.url}/v1/sessions/resume-1/runs/{run_id}/events",
+                          headers={**SSE, "Last-Event-ID": end["id"]}, timeout=10)
+    assert after_end.status_code == 204 and after_end.content == b""
     # Read again from the start, on either worker: the same frames.
     for worker in (a, b):
         with httpx.stream("GET", f"{worker.url}/v1/sessions/resume-1/runs/{run_id}/events",
