@@ -41,6 +41,7 @@ NAMES = [
     "support_desk",
     "mcp_tools",
     "tool_middleware",
+    "tool_flags",
     "a2a_client",
     "a2a_remote_tool",
 ]
@@ -242,6 +243,17 @@ def test_tracing_otel(runs: dict[str, Run]) -> None:
     assert "response.finish_reasons=('tool_calls',)" in lines[2]
     assert lines[3].endswith("tool.call.id=w1,t1")
     assert lines[4].endswith("tool.call.id=w1")
+
+
+def test_tool_flags(runs: dict[str, Run]) -> None:
+    assert ok(runs, "tool_flags").lines == [
+        "worker exit code: 1",
+        "the model saw: INTERRUPTED - Unknown outcome",
+        "payments made: ['paid INV-7']",
+        "reply: I can't tell whether INV-7 was paid; let me check first.",
+        "save_draft: SUCCESS 'saved 13 characters' (reply INTERRUPTED)",
+        "search: INTERRUPTED 'Interrupted before it finished.' (reply INTERRUPTED)",
+    ]
 
 
 def test_durable_sessions(runs: dict[str, Run]) -> None:

@@ -241,10 +241,10 @@ class Exchange:
             update = response.status_update
             self._status(update.task_id, update.context_id, update.status)
         elif which == "artifact_update":
-            update = response.artifact_update
-            self.task_id = update.task_id or self.task_id
-            self._chunk(update.artifact.artifact_id, _parts_text(update.artifact.parts),
-                        append=update.append, last=update.last_chunk)
+            piece = response.artifact_update
+            self.task_id = piece.task_id or self.task_id
+            self._chunk(piece.artifact.artifact_id, _parts_text(piece.artifact.parts),
+                        append=piece.append, last=piece.last_chunk)
         elif which == "message":
             text = _parts_text(response.message.parts)
             self.context_id = response.message.context_id or self.context_id

@@ -30,6 +30,11 @@ flag and, at the loop's next turn, cuts the running step's stream
   written in call order, ``INTERRUPTED`` for those without one;
 * the reply ends: the driver's ``close`` step (``CallScope.close_interrupted``)
   answers any call still open and stores the final ``INTERRUPTED`` message.
+
+A tool declared ``interrupt="finish"`` is the exception (:mod:`._batch_flags`): while
+one runs, the cut is not made (:meth:`Batch.finishing`); the running ``"cancel"``
+calls are cancelled, the batch ends when the finishing calls return, with their real
+results, and the driver then closes the reply as above.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from ..middleware.base import ExtensionPoint
 from ..middleware.inputs import ActingInput
 from ..middleware.types import Handler
 from ..tool._ledger import DONE, Ledger
+from ._batch_flags import BatchFlags
 from ._results import denied_result, emit_result_events, record_result
 from ._step import Continue, Outcome, Step, count
 from ._steps import INTERRUPTED_TEXT, CallScope, Interrupted
@@ -63,8 +69,8 @@ NOT_RUN_TEXT = "Not executed: the on_acting chain did not run this tool call."
 class Batch(Step):
     """The tool calls of one ``on_acting`` step: what ran and what each got."""
 
-    __slots__ = ("calls", "chain", "closed", "denied", "given", "hooked", "ledger", "lock",
-                 "models", "reply_id", "runs", "scope", "stored", "then", "who")
+    __slots__ = ("calls", "chain", "closed", "denied", "flags", "given", "hooked", "ledger",
+                 "lock", "models", "reply_id", "runs", "scope", "stored", "then", "who")
     name = "batch"
 
     def __init__(self, scope: CallScope, calls: tuple[ToolUseBlock, ...], reply_id: str,
@@ -87,6 +93,9 @@ class Batch(Step):
         self.runs: list[BatchRun] = []
         self.closed = False
         self.lock: asyncio.Lock | None = None  # one checkpoint at a time
+        # Side effects and interrupt modes declared by the tools (_batch_flags.py);
+        # None when every tool keeps the defaults.
+        self.flags = BatchFlags.of(self, calls, scope.toolkit)
 
     # -- the step ----------------------------------------------------------------------
 
@@ -115,6 +124,10 @@ class Batch(Step):
 
     def cut(self, loop: Any) -> None:
         self.close(ToolResultState.INTERRUPTED, INTERRUPTED_TEXT)  # finished results stay
+
+    def finishing(self) -> bool:
+        flags = self.flags
+        return flags is not None and flags.hold()
 
     def describe(self, loop: Any) -> str:
         return f"{count(len(self.calls), 'call')}: {', '.join(c.name for c in self.calls)}"
@@ -149,6 +162,16 @@ class Batch(Step):
         scope = self.scope
         if scope.interrupted or self.closed:
             return False
+        flags = self.flags
+        if flags is not None:
+            return flags.starting(call, self._edited(call) and scope.checkpoint is not None)
+        if not self._edited(call) or scope.checkpoint is None:
+            return True
+        return self.save()
+
+    def _edited(self, call: ToolUseBlock) -> bool:
+        """Whether a hook changed the call's arguments since they were stored (they
+        are stored now)."""
         changed = self.stored
         if changed is not None and call.id in changed:
             stored: ToolUseBlock | None = changed[call.id]
@@ -157,14 +180,12 @@ class Batch(Step):
             stored = entry.call if entry is not None else None
         if stored is None or call is stored or (
                 call.input == stored.input and call.raw_input == stored.raw_input):
-            return True
+            return False
         if changed is None:
             changed = self.stored = {}
         changed[call.id] = call
         self._store(call)
-        if scope.checkpoint is None:
-            return True
-        return self._saved()
+        return True
 
     def _store(self, call: ToolUseBlock) -> None:
         state = self.scope.state
@@ -181,8 +202,10 @@ class Batch(Step):
                         update={"input": dict(call.input), "raw_input": call.raw_input})
             return
 
-    async def _saved(self) -> bool:
-        # A durable session holds the arguments that run before the tool starts.
+    async def save(self) -> bool:
+        """Checkpoint mid-batch (one at a time); whether the batch may go on (not
+        interrupted meanwhile). A durable session holds the arguments that run, and
+        the journal of side-effect calls, before the tool starts."""
         lock = self.lock
         if lock is None:
             lock = self.lock = asyncio.Lock()
@@ -228,6 +251,7 @@ class Batch(Step):
                 await self._concurrently(run)
             return
         timeout = scope.config.tool_timeout
+        flags = self.flags
         for call in calls:
             if scope.interrupted or self.closed:  # the rest never start
                 break
@@ -236,6 +260,11 @@ class Batch(Step):
             if call.id in denied:
                 block = denied_result(call, denied[call.id])
                 emit_result_events(emit, scope.source, reply_id, block)
+            elif flags is not None:
+                flagged = await flags.run(call, emit)
+                if flagged is None:
+                    continue  # cancelled by an interrupt: closing answers it
+                block = flagged
             else:
                 block = await scope.execute_tool(toolkit, call, scope.tool_ctx, emit,
                                                  scope.source, reply_id, timeout, scope,
@@ -246,10 +275,16 @@ class Batch(Step):
         scope = self.scope
         toolkit = scope.toolkit
         timeout = scope.config.tool_timeout
+        flags = self.flags
 
         async def one(call: ToolUseBlock) -> None:
             # A task begun after interrupt() returned never enters its tool.
             if scope.interrupted or self.closed or self.answered(call.id):
+                return
+            if flags is not None:
+                flagged = await flags.run(call, run.emit)
+                if flagged is not None:
+                    self.record(call.id, flagged)
                 return
             block = await scope.execute_tool(toolkit, call, scope.tool_ctx, run.emit,
                                              scope.source, self.reply_id, timeout, scope,
@@ -325,8 +360,18 @@ class Batch(Step):
             missing_state, missing_text = ToolResultState.ERROR, NOT_RUN_TEXT
         ledger = self.ledger
         entries = ledger.entries
+        flags = self.flags
+        if flags is None:
+            for call in self.calls:
+                record_result(state, ledger.settle(entries[call.id], missing_state,
+                                                   missing_text))
+            return
         for call in self.calls:
-            record_result(state, ledger.settle(entries[call.id], missing_state, missing_text))
+            text = (flags.cut_text(call.id) if missing_state is ToolResultState.INTERRUPTED
+                    and entries[call.id].result is None else None)
+            record_result(state, ledger.settle(entries[call.id], missing_state,
+                                               text or missing_text))
+        flags.published()
 
 
 class BatchRun(rxabc.DisposableBase):

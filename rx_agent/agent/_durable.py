@@ -38,6 +38,7 @@ from ..session import (
 from ..session._base import is_durable
 from ..session._cache import Served
 from ._hitl import close_pending
+from ._journal import recover_journaled
 from ._results import close_unanswered, closed_prefix
 
 __all__ = ["RECOVERED_TEXT", "DurableHold", "close_paused_durably", "is_durable"]
@@ -115,14 +116,19 @@ class DurableHold:
         return state
 
     def recover(self, state: AgentState) -> list[str]:
-        """Answer the tool calls a stopped worker left open; their ids. Only the
-        messages after the known closed prefix are scanned."""
+        """Answer the tool calls a stopped worker left open; their ids, the journaled
+        ones first. Only the messages after the known closed prefix are scanned.
+
+        A side-effect call the tool journal knows of (``_journal.py``) gets its
+        journaled result, or one that says it may have run: it is never run again.
+        Every other open call gets :data:`RECOVERED_TEXT`."""
         if state.pending is not None:  # a paused reply's calls are waiting, not orphans
             return []
         clean = self.clean if self.clean <= len(state.context) else 0
+        journaled = recover_journaled(state, start=clean)
         blocks = close_unanswered(state, ToolResultState.INTERRUPTED, RECOVERED_TEXT,
                                   start=clean)
-        return [b.id for b in blocks]
+        return [b.id for b in journaled] + [b.id for b in blocks]
 
     async def checkpoint(self, state: AgentState) -> None:
         """Save ``state`` by compare-and-set on the version this call holds."""

@@ -58,6 +58,12 @@ class Step:
         """What a stop request right after this step may end the reply with."""
         return None
 
+    def finishing(self) -> bool:
+        """An interrupt arrived while this step runs: whether it must go on instead of
+        being cut (a batch whose ``interrupt="finish"`` tool runs). It ends by itself,
+        and the driver then closes the reply as interrupted."""
+        return False
+
     def describe(self, loop: Any) -> str:
         """A short summary of the step's input (for records; not on the hot path)."""
         return ""

@@ -284,6 +284,9 @@ class CallScope:
     def _cut_step(self) -> None:
         sink = self.sink
         if sink is not None and not sink.future.done():
+            step = self.step
+            if step is not None and step.finishing():
+                return  # tools that finish first run on; the driver closes after them
             sink.future.set_exception(Interrupted())
             if sink.subscription is not None:
                 sink.subscription.dispose()

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import os
 import shlex
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._base import DEFAULT_OPENAI_MODEL, EXIT_FAILURE, CLIError, one_line
@@ -17,11 +18,43 @@ if TYPE_CHECKING:
     from ..agent import ReActAgent
     from ..model import ChatModel
 
-__all__ = ["DEFAULT_ANTHROPIC_MODEL", "PROVIDERS", "chat_model", "close_sources",
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "PROVIDERS", "Provider", "chat_model", "close_sources",
            "mcp_sources", "show_tools"]
 
-PROVIDERS = ("openai", "anthropic")
-DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """One ``--provider``: where its adapter lives and how the options and the
+    environment name its endpoint. A new model provider is its adapter module (see
+    ``rx_agent/model/_http_model.py``) and one row of :data:`_TABLE`."""
+
+    module: str  # the adapter's module, imported only when the provider is picked
+    cls: str  # the adapter class: ``cls(name, base_url=..., api_key=...)``
+    env: str  # ``{env}_BASE_URL`` and ``{env}_API_KEY``
+    default_model: str
+    label: str  # after "NAME at URL" in the banner: "", or " (Anthropic)"
+    missing: str  # the error when neither a URL nor a key is configured
+    # A base URL of its own needs --model: another server's model names are not ours.
+    model_for_base_url: bool = False
+
+
+_TABLE: dict[str, Provider] = {
+    "openai": Provider(
+        "rx_agent.model.openai", "OpenAIChatModel", "OPENAI", DEFAULT_OPENAI_MODEL, "",
+        "no model endpoint configured: set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL "
+        "(and RX_AGENT_MODEL) for another OpenAI-compatible server, or pass "
+        "--base-url/--api-key/--model; `--provider anthropic` talks to Anthropic; "
+        "`rx-agent chat --offline` uses the scripted demo model instead",
+        model_for_base_url=True,
+    ),
+    "anthropic": Provider(
+        "rx_agent.model.anthropic", "AnthropicChatModel", "ANTHROPIC", "claude-sonnet-4-5",
+        " (Anthropic)",
+        "no Anthropic endpoint configured: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL), "
+        "or pass --api-key/--base-url",
+    ),
+}
+PROVIDERS = tuple(_TABLE)
+DEFAULT_ANTHROPIC_MODEL = _TABLE["anthropic"].default_model
 
 
 def chat_model(args: argparse.Namespace) -> tuple[ChatModel, str]:
@@ -32,51 +65,27 @@ def chat_model(args: argparse.Namespace) -> tuple[ChatModel, str]:
 
         delay = DEFAULT_DELAY if args.delay is None else args.delay
         return OfflineChatModel(delay), "the scripted demo model (offline)"
-    if getattr(args, "provider", "openai") == "anthropic":
-        return _anthropic(args)
-    return _openai(args)
+    return _open(_TABLE[getattr(args, "provider", "openai")], args)
 
 
-def _openai(args: argparse.Namespace) -> tuple[ChatModel, str]:
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY") or None
+def _open(provider: Provider, args: argparse.Namespace) -> tuple[ChatModel, str]:
+    base_url = args.base_url or os.environ.get(f"{provider.env}_BASE_URL") or None
+    api_key = args.api_key or os.environ.get(f"{provider.env}_API_KEY") or None
     if base_url is None and api_key is None:
-        raise CLIError(
-            "no model endpoint configured: set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL "
-            "(and RX_AGENT_MODEL) for another OpenAI-compatible server, or pass "
-            "--base-url/--api-key/--model; `--provider anthropic` talks to Anthropic; "
-            "`rx-agent chat --offline` uses the scripted demo model instead"
-        )
+        raise CLIError(provider.missing)
     name = args.model or os.environ.get("RX_AGENT_MODEL") or None
     if name is None:
-        if base_url is not None:
+        if base_url is not None and provider.model_for_base_url:
             raise CLIError(
                 f"no model name for {base_url}: pass --model NAME or set RX_AGENT_MODEL"
             )
-        name = DEFAULT_OPENAI_MODEL
-    module = _import("rx_agent.model.openai")
+        name = provider.default_model
+    factory = getattr(_import(provider.module), provider.cls)
     try:
-        model = module.OpenAIChatModel(name, base_url=base_url, api_key=api_key)
+        model = factory(name, base_url=base_url, api_key=api_key)
     except (TypeError, ValueError) as exc:
         raise CLIError(one_line(exc)) from exc
-    return model, f"{name} at {model.base_url}"
-
-
-def _anthropic(args: argparse.Namespace) -> tuple[ChatModel, str]:
-    base_url = args.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-    api_key = args.api_key or os.environ.get("ANTHROPIC_API_KEY") or None
-    if base_url is None and api_key is None:
-        raise CLIError(
-            "no Anthropic endpoint configured: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL), "
-            "or pass --api-key/--base-url"
-        )
-    name = args.model or os.environ.get("RX_AGENT_MODEL") or DEFAULT_ANTHROPIC_MODEL
-    module = _import("rx_agent.model.anthropic")
-    try:
-        model = module.AnthropicChatModel(name, base_url=base_url, api_key=api_key)
-    except (TypeError, ValueError) as exc:
-        raise CLIError(one_line(exc)) from exc
-    return model, f"{name} at {model.base_url} (Anthropic)"
+    return model, f"{name} at {model.base_url}{provider.label}"
 
 
 def _import(name: str) -> Any:

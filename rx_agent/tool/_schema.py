@@ -1,4 +1,5 @@
-"""Tool schemas from Python signatures: docstring parameter descriptions, names
+"""Tool schemas from Python signatures: the fields of a function's parameters (and
+the error naming one without a JSON schema), docstring parameter descriptions, names
 pydantic would not keep as plain fields, JSON schemas without titles, and what a
 definition lacks for the model (type hints, a description, a default of the hinted
 type)."""
@@ -10,18 +11,23 @@ import os
 import re
 import sys
 import warnings
-from typing import Annotated, Any, get_args, get_origin
+from collections.abc import Callable
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from ..context import RuntimeContext
+
 __all__ = [
     "ToolDefinitionWarning",
+    "argument_fields",
     "check_default",
     "definition_problems",
     "has_alias",
     "reserved",
+    "schema_error",
     "split_docstring",
     "strip_titles",
     "type_name",
@@ -180,3 +186,85 @@ def warn_definition(tool: str, problems: list[str]) -> None:
         level, frame = level + 1, frame.f_back  # type: ignore[assignment]
     warnings.warn(f"tool {tool!r}: " + "; ".join(problems), ToolDefinitionWarning,
                   stacklevel=level)
+
+
+def schema_error(
+    tool: str, fields: dict[str, Any], names: dict[str, str], error: Exception
+) -> TypeError:
+    """Name the parameter whose type hint has no JSON schema (found by trying each
+    field alone; only on this error path)."""
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    for field, spec in fields.items():
+        try:
+            create_model(
+                "probe",
+                __config__=ConfigDict(arbitrary_types_allowed=True),
+                **{field: spec},
+            ).model_json_schema()
+        except Exception as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return TypeError(
+                f"tool {tool!r}: parameter {names[field]!r} has a type hint with no "
+                f"JSON schema ({type_name(spec[0])}): {reason}. Use a JSON-compatible "
+                "type (str, int, float, bool, list, dict, a pydantic model...)"
+            )
+    return TypeError(f"cannot build the JSON schema of tool {tool!r}: {reason}")
+
+
+def argument_fields(
+    tool: str, fn: Callable[..., Any], docs: dict[str, str]
+) -> tuple[dict[str, Any], list[tuple[str, str]], list[str], list[str],
+           list[tuple[str, bool, Any, Any]]]:
+    """The pydantic fields of the parameters the model fills, from ``fn``'s signature
+    and hints (``docs``: the docstring's parameter descriptions): the fields, their
+    ``(field name, parameter name)`` pairs, the :class:`RuntimeContext` parameters
+    (injected, hidden from the model), the positional-only ones, and what
+    :func:`definition_problems` checks.
+
+    Names pydantic would drop or misread (``_x``, ``model_config``, ``json``...) get an
+    internal field name and keep their own name as the alias, which is what the schema
+    and validation use.
+    """
+    sig = inspect.signature(fn)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolved forward refs: say which tool
+        raise TypeError(f"cannot read the type hints of tool {tool!r}: {exc}") from exc
+    fields: dict[str, Any] = {}
+    names: list[tuple[str, str]] = []  # (field name, parameter name)
+    ctx_params: list[str] = []
+    positional: list[str] = []
+    checked: list[tuple[str, bool, Any, Any]] = []  # what the model will miss
+    for index, (pname, param) in enumerate(sig.parameters.items()):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            positional.append(pname)
+        annotation = hints.get(pname, Any)
+        if annotation is RuntimeContext or annotation == RuntimeContext | None:
+            ctx_params.append(pname)
+            continue
+        default = ... if param.default is param.empty else param.default
+        checked.append((pname, pname in hints, annotation, default))
+        info: Any
+        if isinstance(default, FieldInfo):
+            if default.description is None and pname in docs:
+                default.description = docs[pname]
+            info = default
+        elif pname in docs:
+            info = Field(default, description=docs[pname])
+        else:
+            # Plain default: an Annotated[..., Field(...)] keeps its own metadata.
+            info = default
+        field = pname
+        if reserved(pname):
+            field = f"arg_{index}"
+            while field in sig.parameters:
+                field += "_"
+            if not has_alias(annotation, info):
+                alias = Field(alias=pname)
+                info = (FieldInfo.merge_field_infos(info, alias)
+                        if isinstance(info, FieldInfo) else Field(info, alias=pname))
+        fields[field] = (annotation, info)
+        names.append((field, pname))
+    return fields, names, ctx_params, positional, checked

@@ -23,6 +23,7 @@ from ..event import ToolResultTextDeltaEvent
 from ..message import ContentBlock, ToolResultBlock, ToolResultState
 from ..permissions import Permission, PermissionLike, PermissionRule
 from ._call import ToolCallHandle, current_tool_call
+from ._values import InterruptMode, check_interrupt, check_side_effect
 from ._values import check_timeout as _check_timeout
 from .toolkit import _NAME_RE, _PERMISSIONS, Tool, ToolArgumentError
 
@@ -207,6 +208,8 @@ class _Binding:
         rules: Sequence[PermissionRule],
         timeout: float | None,
         concurrency_safe: bool | None,
+        side_effect: bool = False,
+        interrupt: InterruptMode = "cancel",
     ) -> None:
         if prefix is not None and (not isinstance(prefix, str) or not _NAME_RE.match(prefix)):
             raise ValueError(f"an MCP tool prefix is 1-64 letters, digits, '_', '.' or '-', "
@@ -226,6 +229,8 @@ class _Binding:
         self.rules = tuple(rules)
         self.timeout = _check_timeout(timeout)
         self.concurrency_safe = concurrency_safe
+        self.side_effect = check_side_effect(None, side_effect)
+        self.interrupt = check_interrupt(None, interrupt)
         self.version = 0
         self.tools: list[McpTool] = []
 
@@ -288,6 +293,8 @@ class McpTool(Tool):
         hints = spec.annotations
         self.concurrency_safe = (binding.concurrency_safe if binding.concurrency_safe is not None
                                  else bool(hints is not None and hints.read_only_hint))
+        self.side_effect = binding.side_effect
+        self.interrupt = binding.interrupt
         self.source = f"mcp {binding.source.label}"
         self.context_params = ()
         self._positional = ()

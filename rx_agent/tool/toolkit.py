@@ -14,10 +14,9 @@ import inspect
 import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from typing import Any, get_type_hints, overload
+from typing import Any, overload
 
-from pydantic import ConfigDict, Field, ValidationError, create_model
-from pydantic.fields import FieldInfo
+from pydantic import ConfigDict, ValidationError, create_model
 
 from ..context import RuntimeContext
 from ..errors import RxAgentError
@@ -27,16 +26,16 @@ from ._codes import remember_code
 from ._middleware import ToolMiddleware, check_middlewares, execute_tool, with_middleware
 from ._run import NOT_STARTED, SyncAwaitable
 from ._schema import (
+    argument_fields,
     definition_problems,
-    has_alias,
-    reserved,
+    schema_error,
     split_docstring,
     strip_titles,
-    type_name,
     validation_problems,
     warn_definition,
 )
 from ._threads import tool_threads
+from ._values import InterruptMode, check_interrupt, check_side_effect
 from ._values import check_timeout as _check_timeout
 
 __all__ = ["Permission", "Tool", "ToolArgumentError", "Toolkit", "tool"]
@@ -55,6 +54,9 @@ class Tool:
 
     # Its own middlewares, outermost first (docs/concepts/tool-middleware.md).
     middlewares: tuple[ToolMiddleware, ...] = ()
+    # Declared by @tool (docs/concepts/tool-middleware.md, "Side effects and interrupts").
+    side_effect: bool = False
+    interrupt: InterruptMode = "cancel"
     with_middleware = with_middleware
     execute = execute_tool
 
@@ -70,6 +72,8 @@ class Tool:
         rules: Sequence[PermissionRule] = (),
         timeout: float | None = None,
         middlewares: Sequence[ToolMiddleware] = (),
+        side_effect: bool = False,
+        interrupt: InterruptMode = "cancel",
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a tool must be callable, got {type(fn).__name__}")
@@ -85,6 +89,8 @@ class Tool:
         self.external = external
         self.concurrency_safe = concurrency_safe
         self.timeout = _check_timeout(timeout)
+        self.side_effect = check_side_effect(self.name, side_effect)
+        self.interrupt = check_interrupt(self.name, interrupt)
         self.rules: tuple[PermissionRule, ...] = tuple(rules)
         if middlewares:
             self.middlewares = check_middlewares(self.name, middlewares)
@@ -107,52 +113,9 @@ class Tool:
     def _build_model(self, fn: Callable[..., Any], docs: dict[str, str]) -> None:
         """Set the arguments model, the JSON schema and how arguments reach ``fn``.
 
-        Every parameter the model fills is a field. Names pydantic would drop or
-        misread (``_x``, ``model_config``, ``json``...) get an internal field name and
-        keep their own name as the alias, which is what the schema and validation use.
+        Every parameter the model fills is a field (:func:`argument_fields`).
         """
-        sig = inspect.signature(fn)
-        try:
-            hints = get_type_hints(fn, include_extras=True)
-        except Exception as exc:  # unresolved forward refs: say which tool
-            raise TypeError(f"cannot read the type hints of tool {self.name!r}: {exc}") from exc
-        fields: dict[str, Any] = {}
-        names: list[tuple[str, str]] = []  # (field name, parameter name)
-        ctx_params: list[str] = []
-        positional: list[str] = []
-        checked: list[tuple[str, bool, Any, Any]] = []  # what the model will miss
-        for index, (pname, param) in enumerate(sig.parameters.items()):
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            if param.kind is param.POSITIONAL_ONLY:
-                positional.append(pname)
-            annotation = hints.get(pname, Any)
-            if annotation is RuntimeContext or annotation == RuntimeContext | None:
-                ctx_params.append(pname)
-                continue
-            default = ... if param.default is param.empty else param.default
-            checked.append((pname, pname in hints, annotation, default))
-            info: Any
-            if isinstance(default, FieldInfo):
-                if default.description is None and pname in docs:
-                    default.description = docs[pname]
-                info = default
-            elif pname in docs:
-                info = Field(default, description=docs[pname])
-            else:
-                # Plain default: an Annotated[..., Field(...)] keeps its own metadata.
-                info = default
-            field = pname
-            if reserved(pname):
-                field = f"arg_{index}"
-                while field in sig.parameters:
-                    field += "_"
-                if not has_alias(annotation, info):
-                    alias = Field(alias=pname)
-                    info = (FieldInfo.merge_field_infos(info, alias)
-                            if isinstance(info, FieldInfo) else Field(info, alias=pname))
-            fields[field] = (annotation, info)
-            names.append((field, pname))
+        fields, names, ctx_params, positional, checked = argument_fields(self.name, fn, docs)
         try:
             model = create_model(
                 f"{self.name}_arguments",
@@ -161,7 +124,7 @@ class Tool:
             )
             schema = model.model_json_schema()
         except Exception as exc:
-            raise self._schema_error(fields, dict(names), exc) from exc
+            raise schema_error(self.name, fields, dict(names), exc) from exc
         self.definition_problems = definition_problems(self.name, self.description, checked)
         self._args_model = model
         self._fields: tuple[tuple[str, str], ...] = tuple(names)
@@ -170,28 +133,6 @@ class Tool:
         self._positional: tuple[str, ...] = tuple(positional)
         self.parameters: dict[str, Any] = strip_titles(schema)
         self.parameters.setdefault("properties", {})
-
-    def _schema_error(
-        self, fields: dict[str, Any], names: dict[str, str], error: Exception
-    ) -> TypeError:
-        """Name the parameter whose type hint has no JSON schema (found by trying each
-        field alone; only on this error path)."""
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        for field, spec in fields.items():
-            try:
-                create_model(
-                    "probe",
-                    __config__=ConfigDict(arbitrary_types_allowed=True),
-                    **{field: spec},
-                ).model_json_schema()
-            except Exception as exc:
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                return TypeError(
-                    f"tool {self.name!r}: parameter {names[field]!r} has a type hint with no "
-                    f"JSON schema ({type_name(spec[0])}): {reason}. Use a JSON-compatible "
-                    "type (str, int, float, bool, list, dict, a pydantic model...)"
-                )
-        return TypeError(f"cannot build the JSON schema of tool {self.name!r}: {reason}")
 
     # -- descriptor: ``@tool`` on a method binds like a method ----------------------
 
@@ -283,6 +224,8 @@ def tool(
     rules: Sequence[PermissionRule] = (),
     timeout: float | None = None,
     middlewares: Sequence[ToolMiddleware] = (),
+    side_effect: bool = False,
+    interrupt: InterruptMode = "cancel",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -296,6 +239,8 @@ def tool(
     rules: Sequence[PermissionRule] = (),
     timeout: float | None = None,
     middlewares: Sequence[ToolMiddleware] = (),
+    side_effect: bool = False,
+    interrupt: InterruptMode = "cancel",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool: ``@tool`` or ``@tool(name=..., description=...)``.
 
@@ -306,7 +251,14 @@ def tool(
     gets an error result (the agent's ``tool_timeout`` applies when it is ``None``).
     ``middlewares`` wrap each call of the tool, wherever it runs (the first is the
     outermost; see :meth:`Tool.with_middleware`).
+
+    ``side_effect=True``: its effect must not happen twice; in a durable session a
+    call is journaled and never run again after a crash (its result says it may have
+    run). ``interrupt``: ``agent.interrupt()`` cancels a running call (``"cancel"``,
+    the default) or lets it ``"finish"`` and keeps its result.
     """
+    check_side_effect(name, side_effect)  # at decoration time, before the function
+    check_interrupt(name, interrupt)
 
     def wrap(f: Callable[..., Any]) -> Tool:
         return Tool(
@@ -319,6 +271,8 @@ def tool(
             rules=rules,
             timeout=timeout,
             middlewares=middlewares,
+            side_effect=side_effect,
+            interrupt=interrupt,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -350,6 +304,8 @@ class Toolkit:
         concurrency_safe: bool | None = None,
         rules: Sequence[PermissionRule] | None = None,
         timeout: float | None = None,
+        side_effect: bool | None = None,
+        interrupt: InterruptMode | None = None,
     ) -> Tool:
         """Register a function (or ``@tool``) — or every ``@tool`` method of an object.
 
@@ -357,7 +313,8 @@ class Toolkit:
         tool's default decision; ``external=True`` means the tool runs outside the
         agent (the agent asks the caller to run it); ``rules`` are permission rules
         for this tool only (predicates over its arguments, usually); ``timeout``
-        bounds one call in seconds (default: the tool's own, else the agent's).
+        bounds one call in seconds (default: the tool's own, else the agent's);
+        ``side_effect`` and ``interrupt`` are :func:`tool`'s (default: the tool's own).
         """
         if permission is not None and permission not in _PERMISSIONS:
             raise ValueError(f"permission must be one of {_PERMISSIONS}, got {permission!r}")
@@ -370,7 +327,8 @@ class Toolkit:
             last: Tool | None = None
             for method in methods:
                 last = self.register_tool(
-                    method, permission, external, concurrency_safe=concurrency_safe
+                    method, permission, external, concurrency_safe=concurrency_safe,
+                    side_effect=side_effect, interrupt=interrupt,
                 )
             assert last is not None
             return last
@@ -387,6 +345,10 @@ class Toolkit:
             rules=rules if rules is not None else (base.rules if base else ()),
             timeout=timeout if timeout is not None else (base.timeout if base else None),
             middlewares=base.middlewares if base else (),
+            side_effect=side_effect if side_effect is not None
+            else (base.side_effect if base else False),
+            interrupt=interrupt if interrupt is not None
+            else (base.interrupt if base else "cancel"),
         )
         if spec.name in self._tools:
             raise ValueError(f"a tool named {spec.name!r} is already registered")
@@ -405,6 +367,8 @@ class Toolkit:
         rules: Sequence[PermissionRule] = (),
         timeout: float | None = None,
         concurrency_safe: bool | None = None,
+        side_effect: bool = False,
+        interrupt: InterruptMode = "cancel",
     ) -> None:
         """Add the tools of an MCP server (an :class:`~rx_agent.McpToolSource`).
 
@@ -413,14 +377,16 @@ class Toolkit:
         changed. A tool keeps the server's name, or gets ``f"{prefix}_{name}"``;
         ``include`` / ``exclude`` are server tool names or globs. ``permission``,
         ``rules`` and ``timeout`` apply to each of its tools as to a local tool's;
-        ``concurrency_safe`` defaults to the server's ``readOnlyHint``.
+        ``concurrency_safe`` defaults to the server's ``readOnlyHint``; ``side_effect``
+        and ``interrupt`` are :func:`tool`'s, for each of its tools.
         """
         if not callable(getattr(source, "bind", None)):
             raise TypeError("register_mcp takes an McpToolSource (McpToolSource.stdio(...) or "
                             f".http(...)), got {type(source).__name__} {source!r}")
         bound = source.bind(prefix=prefix, include=include, exclude=exclude,
                             permission=permission, rules=rules, timeout=timeout,
-                            concurrency_safe=concurrency_safe)
+                            concurrency_safe=concurrency_safe, side_effect=side_effect,
+                            interrupt=interrupt)
         for other in self._sources:
             if other.source is source and other.prefix == bound.prefix:
                 raise ValueError(f"{source!r} is registered already with prefix {prefix!r}")

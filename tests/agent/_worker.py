@@ -133,10 +133,19 @@ def make_toolkit(gates: str, runs: str) -> Toolkit:
             out.write(f"{os.getpid()} {text}\n")
         return f"recorded {text}"
 
+    def pay(name: str, wait: bool = True) -> str:
+        """Pay (a side effect that must not happen twice), then wait at gate ``name``."""
+        with open(runs, "a", encoding="utf-8") as out:
+            out.write(f"{os.getpid()} pay {name}\n")
+        if wait:
+            wait_gate(gates, name)
+        return f"paid {name}"
+
     toolkit = Toolkit()
     toolkit.register_tool(gate)
     toolkit.register_tool(record)
     toolkit.register_tool(delete_file, permission="ask")
+    toolkit.register_tool(pay, side_effect=True)
     return toolkit
 
 

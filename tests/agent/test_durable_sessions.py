@@ -180,6 +180,86 @@ def test_a_worker_killed_mid_call_is_recovered_by_the_next_process(
     assert "stopped before the tool finished" in str(result.output)
 
 
+# -- a crash during a side-effect tool (issue #27, item 4) -----------------------------------
+
+
+def paid(runs: Path) -> list[str]:
+    """The payments the ``pay`` tool made, in any process."""
+    if not runs.exists():
+        return []
+    return [line.split(" ", 1)[1] for line in runs.read_text().splitlines()]
+
+
+@pytest.mark.timeout(60)
+def test_a_side_effect_tool_killed_mid_call_is_not_run_again(
+    pool: Pool, spec: Spec, store: Any, gates: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs.txt"
+    victim = pool.fresh()
+    try:
+        victim.send("call", spec=spec, session="pay", text="pay the invoice",
+                    script=[[ToolUseBlock("pay-1", "pay", {"name": "invoice"})], "never said"],
+                    ttl=1.0, gates=str(gates), runs=str(runs))
+        wait_started(gates, "invoice")  # inside the tool, after its payment
+        # Its start mark was saved before the tool ran.
+        state = store.load(key("pay"))
+        assert state.context[-1].metadata == {
+            "tool_journal": {"pay-1": {"state": "started", "tool": "pay"}}}
+    finally:
+        victim.kill()
+    assert victim.proc.exitcode == -signal.SIGKILL
+    assert paid(runs) == ["pay invoice"]
+
+    report = ok(pool.get(1).run("call", spec=spec, session="pay", text="did it go through?",
+                                script=["Let me check with the bank first."], ttl=1.0,
+                                wait=10, gates=str(gates), runs=str(runs)))
+    assert paid(runs) == ["pay invoice"]  # not run again
+    assert report.recovered == [("pay", ["pay-1"])]
+    repaired = ["user: pay the invoice", "assistant: call:pay-1",
+                "tool: result:pay-1:INTERRUPTED"]
+    assert report.seen == [[*repaired, "user: did it go through?"]]
+    state = store.load(key("pay"))
+    assert stored(store, "pay") == [*repaired, "user: did it go through?",
+                                    "assistant: Let me check with the bank first."]
+    result = state.context[2].content[0]
+    assert "may have run" in str(result.output) and "not run again" in str(result.output)
+    assert state.context[1].metadata is None  # the journal has served
+
+
+@pytest.mark.timeout(60)
+def test_a_side_effect_result_saved_before_a_crash_is_restored_not_rerun(
+    pool: Pool, spec: Spec, store: Any, gates: Path, tmp_path: Path
+) -> None:
+    """The worker dies after the payment returned (its result journaled) but before
+    the batch published it: the next process restores that result."""
+    runs = tmp_path / "runs.txt"
+    victim = pool.fresh()
+    try:
+        victim.send("call", spec=spec, session="paid", text="pay, then wait",
+                    script=[[ToolUseBlock("pay-1", "pay", {"name": "rent", "wait": False}),
+                             ToolUseBlock("slow-1", "gate", {"name": "after"})], "never said"],
+                    ttl=1.0, gates=str(gates), runs=str(runs))
+        wait_started(gates, "after")
+        journal = store.load(key("paid")).context[-1].metadata["tool_journal"]
+        assert journal["pay-1"]["state"] == "finished"
+    finally:
+        victim.kill()
+    assert paid(runs) == ["pay rent"]
+
+    report = ok(pool.get(1).run("call", spec=spec, session="paid", text="status?",
+                                script=["Rent is paid."], ttl=1.0, wait=10,
+                                gates=str(gates), runs=str(runs)))
+    assert paid(runs) == ["pay rent"]
+    assert report.recovered == [("paid", ["pay-1", "slow-1"])]  # the journaled one first
+    repaired = ["user: pay, then wait", "assistant: call:pay-1 call:slow-1",
+                "tool: result:pay-1:SUCCESS",
+                "tool: result:slow-1:INTERRUPTED"]
+    assert report.seen == [[*repaired, "user: status?"]]
+    state = store.load(key("paid"))
+    assert state.context[2].content[0].output == "paid rent"
+    assert "stopped before the tool finished" in str(state.context[3].content[0].output)
+
+
 # -- a writer that lost its lease --------------------------------------------------------------
 
 

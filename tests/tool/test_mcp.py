@@ -17,6 +17,7 @@ from rx_agent import (
     PermissionRule,
     ReActAgent,
     RequireUserConfirmEvent,
+    RuntimeContext,
     ScriptedModel,
     TextBlock,
     Toolkit,
@@ -377,3 +378,27 @@ async def test_mcp_tools_join_a_toolkit_merged_with_plugin_tools(
     assert [r.output for r in results] == ["hi", "HI"]
     assert sorted(t["name"] for t in model.calls[0].tools) == ["echo", "shout"]
     assert not stdio_source.connected  # closed through the merged toolkit
+
+
+@pytest.mark.parametrize("mode", ["finish", "cancel"])
+async def test_register_mcp_interrupt_lets_a_running_request_finish_or_cancels_it(
+    stdio_source: McpToolSource, events: Any, mode: str,
+) -> None:
+    agent, _ = agent_with(stdio_source, [use("slow", seconds=0.5)], side_effect=True,
+                          interrupt=mode)
+    async with agent:
+        ctx = RuntimeContext(session_id="s")
+        reply = asyncio.ensure_future(agent.acall("sleep", ctx))
+        await asyncio.to_thread(events.wait_for, "started slow")
+        agent.interrupt(ctx)
+        await reply
+        assert (agent.toolkit.get("slow").side_effect,
+                agent.toolkit.get("slow").interrupt) == (True, mode)
+    (result,) = [b for m in ctx.agent_state.context for b in m.content
+                 if isinstance(b, ToolResultBlock)]
+    if mode == "finish":
+        assert (result.state, result.output) == (ToolResultState.SUCCESS, "slept")
+        assert "cancelled slow" not in events.lines()
+    else:
+        assert result.state is ToolResultState.INTERRUPTED
+        await asyncio.to_thread(events.wait_for, "cancelled slow")
