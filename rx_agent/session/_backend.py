@@ -277,6 +277,9 @@ class SessionBackend:
 
     def close(self) -> None:
         """Release what the store holds open (idempotent; a later call reopens it)."""
+        journal = self.__journal
+        if journal is not None:
+            journal.close()
         portal, self.__portal = self.__portal, None
         if portal is not None and portal.pid == os.getpid():
             portal.close()

@@ -289,8 +289,9 @@ class RunJournal:
         finally:
             self._bell.forget(key, ring)
 
-    async def aclose(self) -> None:
-        """Release what the journal holds beyond its store (nothing, by default)."""
+    def close(self) -> None:
+        """Release what the journal holds beyond its store's connections (nothing, by
+        default); the store's ``close()`` calls it."""
 
     # -- the API ----------------------------------------------------------------------
 

@@ -169,7 +169,7 @@ class PostgresSessionStore(SessionBackend):
     def _make_journal(self) -> RunJournal:
         from ._journal_postgres import PostgresRunJournal
 
-        return PostgresRunJournal(self.prefix, self._conn)
+        return PostgresRunJournal(self.prefix, self._conn, self.conninfo)
 
     # -- state ------------------------------------------------------------------------
 

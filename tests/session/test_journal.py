@@ -299,3 +299,33 @@ async def test_a_session_nobody_appends_to_any_more_is_emptied_after_max_age(
     assert await journal.read(idle) == []
     assert await journal.locate(idle, "old", 0) is None
     await _aclose(store)
+
+
+async def test_postgres_followers_in_another_process_wake_by_notify(postgres_url: str) -> None:
+    from rx_agent.session import PostgresSessionStore
+
+    prefix = f"n{uuid.uuid4().hex[:10]}"
+    writer_store = PostgresSessionStore(postgres_url, prefix=prefix)
+    reader_store = PostgresSessionStore(postgres_url, prefix=prefix)
+    writer, reader = writer_store.journal(), reader_store.journal()
+    await writer.append(KEY, "run", _items([_delta(0)]))
+    woke: list[float] = []
+
+    async def follow() -> None:
+        async for _ in reader.follow(KEY, after=1):
+            woke.append(time.monotonic())
+            return
+
+    task = asyncio.create_task(follow())
+    deadline = time.monotonic() + 10
+    while not reader._listening.is_set():  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the LISTEN connection never came up"
+        await asyncio.sleep(0.02)
+    assert reader.poll == 2.0  # polling is only the fallback now
+    await asyncio.sleep(0.3)  # the follower waits in its 2 s poll
+    sent = time.monotonic()
+    await writer.append(KEY, "run", _items([_delta(1)], 1))
+    await asyncio.wait_for(task, 5)
+    assert woke[0] - sent < 1.0  # the NOTIFY woke it, not the 2 s poll
+    reader_store.close()  # stops the LISTEN thread
+    writer_store.close()
