@@ -117,7 +117,10 @@ async def run_events(journal: RunJournal, guard: SessionGuard, key: SessionKey,
         after = first - 1
     else:
         skip = -1  # located: everything after it is new
-        point = await journal.read(key, after - 1, 1)
+        try:
+            point = await journal.read(key, after - 1, 1)
+        except JournalExpiredError:  # trimmed since it was located
+            raise gone(key, f"{run_id}.{index}", journal) from None
         if point and point[0].is_end:  # the client saw the run's end: nothing follows
             return Response(status_code=204, headers={"x-run-id": run_id})
 
