@@ -329,3 +329,17 @@ async def test_postgres_followers_in_another_process_wake_by_notify(postgres_url
     assert woke[0] - sent < 1.0  # the NOTIFY woke it, not the 2 s poll
     reader_store.close()  # stops the LISTEN thread
     writer_store.close()
+
+
+def test_the_expired_error_is_a_session_error_that_pickles() -> None:
+    import pickle
+
+    from rx_agent.errors import JournalExpiredError as Exported
+    from rx_agent.errors import SessionError
+
+    error = JournalExpiredError("s1", 10, 60, user_id="u1")
+    assert Exported is JournalExpiredError
+    assert isinstance(error, SessionError) and isinstance(error, LookupError)
+    again = pickle.loads(pickle.dumps(error))
+    assert (again.session_id, again.after, again.oldest, again.user_id) == ("s1", 10, 60, "u1")
+    assert str(again) == str(error) and "#60" in str(error)
