@@ -134,10 +134,12 @@ if TYPE_CHECKING:
     from .model.openai_tts import OpenAITTSModel
     from .model.tts import TTSModel
     from .session import (
+        JournalEntry,
         PostgresSessionStore,
         RedisSessionStore,
         SqliteSessionStore,
         session_store_from_url,
+        subscribe_durable_events,
     )
     from .tool.mcp import McpToolSource
     from .tracing import OtelTracingMiddleware, TracingMiddleware
@@ -172,6 +174,8 @@ _LAZY = {
     "RedisSessionStore": "rx_agent.session",
     "PostgresSessionStore": "rx_agent.session",
     "session_store_from_url": "rx_agent.session",
+    "subscribe_durable_events": "rx_agent.session",
+    "JournalEntry": "rx_agent.session",
     "McpToolSource": "rx_agent.tool.mcp",
     "AnthropicChatModel": "rx_agent.model.anthropic",
     "ModelRouterMiddleware": "rx_agent.builtin.router",
@@ -223,6 +227,7 @@ __all__ = [
     "HintBlock",
     "HintBlockEvent",
     "InMemorySessionStore",
+    "JournalEntry",
     "Knowledge",
     "LongTermMemory",
     "LongTermMemoryMiddleware",
@@ -303,6 +308,7 @@ __all__ = [
     "__version__",
     "parse_event",
     "session_store_from_url",
+    "subscribe_durable_events",
     "tool",
 ]
 

@@ -33,7 +33,8 @@ works (tests/core/test_errors_tree.py keeps this tree equal to the classes)::
     │   ├── ConcurrentSessionModificationError (RuntimeError)
     │   │                                      a newer state was saved meanwhile
     │   ├── SessionBusyError (RuntimeError)    another worker holds the session
-    │   └── SessionCorruptError (ValueError)   a stored record cannot be read
+    │   ├── SessionCorruptError (ValueError)   a stored record cannot be read
+    │   └── JournalExpiredError (LookupError)  run-journal entries trimmed by retention
     ├── TemporalUnavailableError (ConnectionError) no Temporal server at the address
     ├── TemporalCallError (RuntimeError)       a call run as a workflow failed there
     └── ModelError                             a model call failed
@@ -70,6 +71,7 @@ _LAZY = {
     "CassetteMismatchError": "rx_agent.testing._cassette",
     "ConcurrentSessionModificationError": "rx_agent.session._base",
     "HTTPError": "rx_agent.serve._errors",
+    "JournalExpiredError": "rx_agent.session._journal",
     "McpConnectionError": "rx_agent.tool._mcp_errors",
     "MissingDirectoryError": "rx_agent.session._sqlite_file",
     "ModelAuthenticationError": "rx_agent.model.errors",
@@ -110,6 +112,7 @@ __all__ = [
     "CassetteMismatchError",
     "ConcurrentSessionModificationError",
     "HTTPError",
+    "JournalExpiredError",
     "McpConnectionError",
     "MissingDirectoryError",
     "ModelAuthenticationError",

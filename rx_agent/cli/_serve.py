@@ -46,6 +46,10 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                        help="allow serving without tokens on a non-loopback address")
     serve.add_argument("--queue", action="store_true",
                        help="queue posts to a busy session instead of answering 409")
+    serve.add_argument("--keep-running", action="store_true",
+                       help="a call whose client disconnects runs to its end; the client "
+                       "reconnects to any worker with Last-Event-ID for the rest "
+                       "(GET /v1/sessions/ID/runs/RUN/events)")
     serve.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
                        help="the largest request body (default 1 MiB)")
     serve.add_argument("--no-openai", dest="openai", action="store_false",
@@ -91,7 +95,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              queue=args.queue, max_body=args.max_body, log_level=args.log_level,
                              openai=args.openai, a2a=False if args.no_a2a else None,
                              agui=False if args.no_agui else None, engine=args.engine,
-                             temporal=args.temporal, task_queue=args.task_queue)
+                             temporal=args.temporal, task_queue=args.task_queue,
+                             keep_running=args.keep_running)
         run(config, no_auth=args.no_auth)
     except ServeError as exc:
         raise CLIError(str(exc)) from exc

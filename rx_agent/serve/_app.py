@@ -18,7 +18,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..agent import ReActAgent
-from ..session import InMemorySessionStore, SessionStore
+from ..session import InMemorySessionStore, RunJournal, SessionStore
 from ._auth import TokenAuth
 from ._body import DEFAULT_MAX_BODY
 from ._errors import CrashAnswer, HTTPError, error_response, log
@@ -101,6 +101,8 @@ def create_app(
     openai: bool = True,
     a2a: bool | None = None,
     agui: bool | None = None,
+    journal: RunJournal | bool | None = None,
+    keep_running: bool = False,
 ) -> Starlette:
     """Serve an agent over HTTP: an ASGI app (Starlette) to run on uvicorn.
 
@@ -128,6 +130,16 @@ def create_app(
             (``ImportError`` without it).
         agui: serve AG-UI at ``POST /v1/agui`` (docs/protocols.md). ``None``: when the
             ``agui`` extra is installed; ``True``: required (``ImportError`` without it).
+        journal: where each call's events go, so that a client reconnecting with
+            ``Last-Event-ID`` to any worker resumes
+            (``GET /v1/sessions/{id}/runs/{run}/events``; docs/serving.md). ``None``
+            (default): the store's run journal (``store.journal()``, shared by the
+            workers of a durable store), or one in this worker's memory for a store
+            without one; a :class:`~rx_agent.session.RunJournal`: that one; ``False``:
+            none.
+        keep_running: a call whose client disconnects runs on to its end (its events
+            go to the journal, for a reconnect) instead of being disposed. Needs a
+            journal.
 
     A call that fails answers ``500`` (or an SSE ``error`` event) naming only the
     exception's type; its traceback, with the session and run id, is logged at
@@ -136,11 +148,15 @@ def create_app(
     starting it, e.g. ``logging.basicConfig(level=logging.INFO)`` (uvicorn's own
     logging config leaves the root logger alone).
     """
+    if keep_running and journal is False:
+        raise ValueError("keep_running=True needs a journal (a reconnect reads the rest of "
+                         "the call from it); drop journal=False")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
     agent, store = _agent_and_store(agent_or_factory, session_store)
     service = Service(agent, store, _authenticator(auth), queue=bool(queue),
-                      max_body=max_body, feed=install_feed(tracer_provider))
+                      max_body=max_body, feed=install_feed(tracer_provider), journal=journal,
+                      keep_running=bool(keep_running))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "agent": agent.name})
@@ -191,6 +207,8 @@ def create_app(
         Route(session + "/external-results", service.post_external, methods=["POST"]),
         Route(session + "/interrupt", service.interrupt, methods=["POST"]),
         Route(session + "/runs/{run_id}", service.get_run, methods=["GET"]),
+        Route(session + "/runs/{run_id}/events", service.get_run_events, methods=["GET"]),
+        Route(session + "/events", service.get_session_events, methods=["GET"]),
         *protocols,
     ]
     if console:

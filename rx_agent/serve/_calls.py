@@ -24,7 +24,8 @@ from .._rx import DONE, ERROR, NEXT, Inbox
 from ..agent import ReActAgent
 from ..context import RuntimeContext
 from ..event import AgentEvent, AgentResultEvent, AgentStartEvent, ModelCallEndEvent
-from ..session import SessionKey
+from ..session import RunJournal, SessionKey
+from ..session._journal_writer import JournalWriter
 from ._errors import HTTPError, from_exception
 from ._guard import Hold, SessionGuard
 from ._metrics import Metrics
@@ -64,6 +65,10 @@ class Call:
     finished: bool = False
     ctx: RuntimeContext | None = None
     """The call's context (its ``agent_state`` is the live session state once bound)."""
+    journal: JournalWriter | None = None
+    """Where its events go for other workers (``_resume.py``), when the app keeps a journal."""
+    detached: bool = False
+    """Its client left and it runs on (``keep_running``): its end is not a disconnect."""
 
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
@@ -71,6 +76,8 @@ class Call:
         # What model_dump_json() returns, without its keyword handling on every event.
         data: str = kind.__pydantic_serializer__.to_json(event).decode()
         seq = self.record.add(event.type, data)  # the record counts them for /metrics
+        if self.journal is not None:
+            self.journal.add(seq, event.type, data)
         if kind is ModelCallEndEvent and event.usage is not None:  # type: ignore[attr-defined]
             usage = event.usage  # type: ignore[attr-defined]
             self.runner.metrics.tokens(usage.input_tokens, usage.output_tokens)
@@ -83,21 +90,69 @@ class Call:
         if self.finished:
             return
         self.finished = True
+        if outcome == "disconnected":  # what the client never got: a reconnect reads it
+            while (signal := self.pump.ready()) is not None:
+                if signal[0] == _NEXT:
+                    self.note(signal[1])
         self.pump.dispose()  # a no-op after the stream ended; cancels it otherwise
         self.record.finish(outcome, error)
         runner = self.runner
         runner.metrics.call_ended(self.kind, outcome, time.monotonic() - self.started,
                                   self.record.count)
-        await runner.guard.leave(self.hold)
+        if self.journal is None:
+            await runner.guard.leave(self.hold)
+            return
+        # The journal complete before the session is free again; shielded, so a response
+        # cancelled meanwhile (its client left) still frees the session.
+        await asyncio.shield(self._settle(outcome, error))
+
+    async def _settle(self, outcome: str, error: str | None) -> None:
+        try:
+            if self.journal is not None:
+                await self.journal.close(outcome, error)
+        finally:
+            await self.runner.guard.leave(self.hold)
 
 
 class CallRunner:
     def __init__(self, agent: ReActAgent, guard: SessionGuard, runs: RunLog,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, journal: RunJournal | None = None, *,
+                 keep_running: bool = False) -> None:
         self.agent = agent
         self.guard = guard
         self.runs = runs
         self.metrics = metrics
+        self.journal = journal
+        self.keep_running = keep_running and journal is not None
+        self._detached: set[asyncio.Task[None]] = set()
+
+    def detach(self, call: Call) -> None:
+        """Its client left: run the call to its end anyway, its events into the journal
+        (a reconnect with ``Last-Event-ID`` streams them, on any worker)."""
+        call.detached = True
+        task = asyncio.get_running_loop().create_task(self._run_out(call))
+        self._detached.add(task)  # held until it ends
+        task.add_done_callback(self._detached.discard)
+
+    async def _run_out(self, call: Call) -> None:
+        try:
+            while True:
+                signal = await call.pump.next()
+                assert signal is not None
+                kind, value = signal
+                if kind == _NEXT:
+                    call.note(value)
+                    continue
+                if kind == _ERROR:
+                    error = from_exception(value, call.record.key.session_id,
+                                           call.record.run_id)  # logs it
+                    self.metrics.error(error.code, error.status)
+                    await call.finish("failed", type(value).__name__)
+                else:
+                    await call.finish("completed")
+                return
+        finally:
+            await call.finish("disconnected")  # a no-op when it finished itself
 
     def context(self, key: SessionKey, user_id: str | None) -> RuntimeContext:
         return RuntimeContext(session_id=key.session_id, user_id=user_id)
@@ -117,7 +172,9 @@ class CallRunner:
         call: Call | None = None
         try:
             pump = EventPump(agent, inp, ctx)
-            call = Call(self, pump, record, hold, kind, started, [], ctx=ctx)
+            call = Call(self, pump, record, hold, kind, started, [], ctx=ctx,
+                        journal=None if self.journal is None
+                        else self.journal.writer(key, ctx.run_id))
             # A call that fails early (a rejected resume, a busy lease, a model that is
             # down) fails right after its AgentStartEvent: wait for the signal after it.
             while True:
@@ -172,6 +229,9 @@ class CallResponse:
                 work.cancel()
                 with contextlib.suppress(asyncio.CancelledError, OSError):
                     await work
+                if call.runner.keep_running and not call.finished:
+                    call.runner.detach(call)  # or let it run on, for a reconnect
+                    return
                 await call.finish("disconnected")
                 return
             with contextlib.suppress(OSError):
@@ -180,7 +240,8 @@ class CallResponse:
             gone.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await gone
-            await call.finish("disconnected")  # a no-op when the call finished itself
+            if not call.detached:
+                await call.finish("disconnected")  # a no-op when the call finished itself
 
     async def _signals(self) -> Any:
         call = self.call

@@ -60,6 +60,7 @@ class ServeConfig:
     engine: str = "local"  # "temporal": each call a workflow (rx_agent.temporal)
     temporal: str = "127.0.0.1:7233"
     task_queue: str = "rx-agent"
+    keep_running: bool = False
 
 
 def _open_store(url: str | None) -> SessionStore:
@@ -116,7 +117,7 @@ def build_app(config: ServeConfig) -> Starlette:
     try:
         app = create_app(target, store, auth=config.tokens, queue=config.queue,
                          max_body=config.max_body, openai=config.openai, a2a=config.a2a,
-                         agui=config.agui)
+                         agui=config.agui, keep_running=config.keep_running)
     except (TypeError, ValueError) as exc:
         raise ServeError(str(exc)) from exc
     service = app.state.service

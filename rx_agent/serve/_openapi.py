@@ -28,6 +28,19 @@ _STREAM = {
     "413": _ERROR, "415": _ERROR,
 }
 
+_LAST_EVENT_ID = {"name": "Last-Event-ID", "in": "header",
+                  "schema": {"type": "string", "description": "<run id>.<n>"}}
+_RESUMED = {
+    "200": {"description": "Server-Sent Events with the ids of the call's own stream, then "
+            "`event: run_end` (`{run_id, status, error}`)",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+    "204": {"description": "Last-Event-ID is the run's run_end: nothing follows"},
+    "400": _ERROR, "401": _ERROR, "404": _ERROR,
+    "410": {**_ERROR, "description": "the run journal no longer holds that event "
+            "(retention) or never did"},
+    "501": _ERROR,
+}
+
 
 def _op(summary: str, body: dict[str, Any] | None = None, responses: dict[str, Any] | None = None,
         params: list[dict[str, Any]] | None = None, secure: bool = True) -> dict[str, Any]:
@@ -83,6 +96,20 @@ def openapi(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
                 params=[_SID, {"name": "run_id", "in": "path", "required": True,
                                "schema": {"type": "string"}},
                         {"name": "after", "in": "query", "schema": {"type": "integer"}}])},
+            "/v1/sessions/{session_id}/runs/{run_id}/events": {"get": _op(
+                "A run's events as SSE after Last-Event-ID (or ?after=N), live, ending with "
+                "its run_end: resume a stream on any worker",
+                params=[_SID, {"name": "run_id", "in": "path", "required": True,
+                               "schema": {"type": "string"}},
+                        {"name": "after", "in": "query", "schema": {"type": "integer"}},
+                        _LAST_EVENT_ID],
+                responses=_RESUMED)},
+            "/v1/sessions/{session_id}/events": {"get": _op(
+                "The session's run journal as SSE (every run's events and ends), after "
+                "Last-Event-ID, from the oldest kept (?from=start) or from now",
+                params=[_SID, {"name": "from", "in": "query",
+                               "schema": {"enum": ["start", "now"]}}, _LAST_EVENT_ID],
+                responses=_RESUMED)},
             "/v1/plan": {"get": _op("The agent's execution plan (text, Mermaid, points)")},
             "/metrics": {"get": _op("Prometheus metrics of this worker")},
             "/healthz": {"get": _op("Liveness", secure=False)},

@@ -16,12 +16,15 @@ from ..agent import ReActAgent
 from ..context import AgentState
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
 from ..middleware.base import OPT_IN, ExtensionPoint
-from ..session import ANONYMOUS_USER, AsyncSessionStore, SessionKey, SessionStore
+from ..session import ANONYMOUS_USER, AsyncSessionStore, RunJournal, SessionKey, SessionStore
+from ..session._journal import journal_of
+from ..session._journal_memory import MemoryRunJournal
 from ._body import check_session_id, read_json, read_messages, read_note, read_resume
-from ._calls import Call, CallResponse, CallRunner
+from ._calls import KEEPALIVE, Call, CallResponse, CallRunner
 from ._errors import HTTPError
 from ._guard import SessionGuard
 from ._metrics import Metrics
+from ._resume import events_after, run_events, run_summary, session_events
 from ._runs import RunLog
 from ._spans import SpanFeed
 
@@ -55,6 +58,8 @@ class Service:
         queue: bool,
         max_body: int,
         feed: SpanFeed | None,
+        journal: RunJournal | bool | None = None,
+        keep_running: bool = False,
     ) -> None:
         self.agent = agent
         self.store = store
@@ -63,9 +68,11 @@ class Service:
         self.feed = feed
         self.metrics = Metrics()
         self.runs = RunLog()
+        self.journal = _journal(store, journal)
         self.guard = SessionGuard(store, agent.config.session_lease_ttl, queue=queue,
                                   wait=agent.config.session_wait)
-        self.calls = CallRunner(agent, self.guard, self.runs, self.metrics)
+        self.calls = CallRunner(agent, self.guard, self.runs, self.metrics, self.journal,
+                                keep_running=keep_running)
 
     # -- identity --------------------------------------------------------------------
 
@@ -207,14 +214,38 @@ class Service:
         key, _ = self.key(request)
         run_id = request.path_params["run_id"]
         record = self.runs.get(run_id, key)
-        if record is None:
-            raise HTTPError(404, "no_run", f"this worker has no run {run_id!r} of session "
-                            f"{key.session_id!r} (runs are kept per worker, the last 200)")
+        found = None
+        if record is None and self.journal is not None:  # another worker's run
+            found = await run_summary(self.journal, key, run_id)
+        if record is None and found is None:
+            raise HTTPError(404, "no_run", f"there is no run {run_id!r} of session "
+                            f"{key.session_id!r} on this worker (the last 200 runs) or in the "
+                            "run journal")
         after = _after(request, run_id)
+        if found is not None:
+            summary, entries = found
+            return JSONResponse({**summary, "events_after": events_after(entries, after),
+                                 "spans": None})
+        assert record is not None
         events = [{"id": f"{run_id}.{i}", "time": t, "type": kind, "event": json.loads(data)}
                   for i, (t, kind, data) in enumerate(record.events) if i > after]
         spans = self.feed.of_run(run_id) if self.feed is not None else None
         return JSONResponse({**record.summary(), "events_after": events, "spans": spans})
+
+    async def get_run_events(self, request: Request) -> Response:
+        key, _ = self.key(request)
+        return await run_events(self._journal(), self.guard, key, request,
+                                request.path_params["run_id"], KEEPALIVE)
+
+    async def get_session_events(self, request: Request) -> Response:
+        key, _ = self.key(request)
+        return await session_events(self._journal(), key, request, KEEPALIVE)
+
+    def _journal(self) -> RunJournal:
+        if self.journal is None:
+            raise HTTPError(501, "no_journal", "this server keeps no run journal "
+                            "(create_app(journal=False))")
+        return self.journal
 
     # -- the agent and the server ----------------------------------------------------
 
@@ -241,6 +272,18 @@ class Service:
         text = await asyncio.to_thread(self.metrics.render)
         return PlainTextResponse(text,
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def _journal(store: SessionStore, journal: RunJournal | bool | None) -> RunJournal | None:
+    """The app's journal: the store's own (shared with the other workers), or one in this
+    worker's memory for a store without one; ``False``: none."""
+    if isinstance(journal, RunJournal):
+        return journal
+    if journal is False:
+        return None
+    if journal is not None and journal is not True:
+        raise TypeError(f"journal must be True, False, None or a RunJournal, not {journal!r}")
+    return journal_of(store) or MemoryRunJournal()
 
 
 def _after(request: Request, run_id: str) -> int:

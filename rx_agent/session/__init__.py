@@ -6,6 +6,8 @@
 * :class:`PostgresSessionStore`: PostgreSQL (the ``postgres`` extra); the same.
 * :func:`session_store_from_url`: one of those from ``memory://``, ``sqlite:///x.db``
   or ``redis://...``, or a store of a scheme added by :func:`register_store_scheme`.
+* :meth:`SessionBackend.journal` / :func:`subscribe_durable_events`: the run journal,
+  each call's events per session in the same backend (:mod:`rx_agent.session._journal`).
 * :class:`SessionBackend`: the kit every one of them is built on; a new backend
   implements a few primitives and gets the whole API (``_backend``), and
   ``rx_agent.testing.store_contract`` is the suite it passes.
@@ -46,6 +48,13 @@ from ._lease import LeaseAttempt, LeaseRecord
 from ._memory import InMemorySessionStore
 
 if TYPE_CHECKING:
+    from ._journal import (
+        JournalEntry,
+        JournalExpiredError,
+        RunJournal,
+        subscribe_durable_events,
+    )
+    from ._journal_writer import JournalWriter
     from ._policy import SaveOutcome, asave_with_policy, save_with_policy
     from ._postgres import PostgresSessionStore
     from ._redis import RedisSessionStore
@@ -64,6 +73,11 @@ _LAZY = {
     "SCHEMA_VERSION": "._schema",
     "decode_state": "._schema",
     "encode_state": "._schema",
+    "JournalEntry": "._journal",
+    "JournalExpiredError": "._journal",
+    "JournalWriter": "._journal_writer",
+    "RunJournal": "._journal",
+    "subscribe_durable_events": "._journal",
     "SaveOutcome": "._policy",
     "asave_with_policy": "._policy",
     "save_with_policy": "._policy",
@@ -76,11 +90,15 @@ __all__ = [
     "ConcurrentSessionModificationError",
     "ConflictPolicy",
     "InMemorySessionStore",
+    "JournalEntry",
+    "JournalExpiredError",
+    "JournalWriter",
     "Lease",
     "LeaseAttempt",
     "LeaseRecord",
     "PostgresSessionStore",
     "RedisSessionStore",
+    "RunJournal",
     "SaveOutcome",
     "SessionBackend",
     "SessionBusyError",
@@ -98,6 +116,7 @@ __all__ = [
     "register_store_scheme",
     "save_with_policy",
     "session_store_from_url",
+    "subscribe_durable_events",
 ]
 
 

@@ -62,6 +62,7 @@ from ._base import (
 )
 from ._cache import Served, SessionCache, detach
 from ._delta import SnapshotCache, restore_marks, take_marks
+from ._journal import RunJournal
 from ._lease import POLL_MAX, POLL_MIN, LeaseAttempt, await_lease, wait_for_lease
 from ._primitives import DEFAULT, Portal, SessionChanges, derive, inline_coroutines, made, missing
 
@@ -234,6 +235,31 @@ class SessionBackend:
         snapshots = getattr(self, "_cache", None)
         return snapshots if isinstance(snapshots, SnapshotCache) else None
 
+    # -- the run journal ----------------------------------------------------------------
+
+    __journal: RunJournal | None = None
+
+    def journal(self, *, max_events: int | None = None,
+                max_age: float | None = None) -> RunJournal:
+        """This store's run journal (:mod:`rx_agent.session._journal`): each call's
+        events per session, in the same backend, readable by every process sharing it.
+        One object per store, made on first use; ``max_events`` / ``max_age`` change
+        its retention (defaults: 10,000 entries per session, 24 h)."""
+        journal = self.__journal
+        if journal is None:
+            with _PORTALS:
+                journal = self.__journal
+                if journal is None:
+                    journal = self.__journal = self._make_journal()
+        if max_events is not None or max_age is not None:
+            journal.retain(max_events=max_events, max_age=max_age)
+        return journal
+
+    def _make_journal(self) -> RunJournal:
+        """The backend's :class:`RunJournal` (a backend without one leaves this)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no run journal (it implements "
+                                  "no _make_journal)")
+
     # -- where the primitives run -------------------------------------------------------
 
     async def _run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
@@ -251,6 +277,9 @@ class SessionBackend:
 
     def close(self) -> None:
         """Release what the store holds open (idempotent; a later call reopens it)."""
+        journal = self.__journal
+        if journal is not None:
+            journal.close()
         portal, self.__portal = self.__portal, None
         if portal is not None and portal.pid == os.getpid():
             portal.close()

@@ -22,6 +22,7 @@ from ._backend import SessionBackend
 from ._base import ConcurrentSessionModificationError as _Conflict
 from ._base import Lease, SessionKey, check_key, check_state
 from ._delta import take_marks
+from ._journal import RunJournal
 from ._lease import LeaseAttempt
 
 __all__ = ["InMemorySessionStore"]
@@ -123,6 +124,11 @@ class InMemorySessionStore(SessionBackend):
 
     def __repr__(self) -> str:
         return f"InMemorySessionStore({len(self)} sessions)"
+
+    def _make_journal(self) -> RunJournal:
+        from ._journal_memory import MemoryRunJournal
+
+        return MemoryRunJournal()
 
     # The agent calls load and save on every call (the default store, inline), and
     # load_versioned is the read of every compare-and-set loop: these skip the kit's

@@ -45,6 +45,7 @@ from ._delta import (
     snapshot_of,
     window_start,
 )
+from ._journal import RunJournal
 from ._lease import LeaseRecord
 from ._schema import corrupt, decode_stored, encode_head
 
@@ -164,6 +165,11 @@ class PostgresSessionStore(SessionBackend):
         if pool is not None:
             pool.close()
         super().close()
+
+    def _make_journal(self) -> RunJournal:
+        from ._journal_postgres import PostgresRunJournal
+
+        return PostgresRunJournal(self.prefix, self._conn, self.conninfo)
 
     # -- state ------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from ._base import ConcurrentSessionModificationError as _Conflict
 from ._base import Lease, SessionKey, redact
 from ._cache import DEFAULT_CACHE_MESSAGES, SessionCache
 from ._delta import MessageRoles, Snapshot, SnapshotCache, compute_delta, snapshot_of
+from ._journal import RunJournal
 from ._lease import WAITER_TTL, LeaseAttempt
 from ._redis_lua import SCRIPTS
 from ._schema import corrupt, decode_stored, encode_head
@@ -226,6 +227,12 @@ class RedisSessionStore(SessionBackend):
         if entry is not None:
             await entry[0].aclose()
         self.close()
+
+    def _make_journal(self) -> RunJournal:
+        from ._journal_redis import RedisRunJournal
+
+        return RedisRunJournal(self.prefix, lambda: self._aclient()[0],
+                               self._options.get("socket_timeout"))
 
     # -- keys -------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from ._delta import (
     snapshot_of,
     window_start,
 )
+from ._journal import RunJournal
 from ._lease import WAITER_TTL, LeaseAttempt
 from ._schema import corrupt, decode_stored, encode_head
 from ._sqlite_file import SqliteFile, check_path
@@ -135,6 +136,11 @@ class SqliteSessionStore(SessionBackend):
         """
         self._db.close()
         super().close()
+
+    def _make_journal(self) -> RunJournal:
+        from ._journal_sqlite import SqliteRunJournal
+
+        return SqliteRunJournal(self._db)
 
     async def _run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._db.run(fn, *args)  # this file's own worker threads

@@ -78,3 +78,30 @@ def build_echo_queued(store: SessionStore) -> ReActAgent:
     """``build_echo`` for ``--queue``: a queued post waits up to 20 s for its turn."""
     return ReActAgent(name="echo", model=EchoModel(pid=True), session_store=store,
                       session_wait=20)
+
+
+class StreamModel(AsyncChatModel):
+    """Streams ``w0 w1 ... w<n-1>`` for a user text ``stream <n>`` (``delay`` seconds
+    apart), then ``done @<pid>``: a reply long enough to drop in the middle of."""
+
+    name = "stream"
+    provider = "test"
+
+    def __init__(self, delay: float = 0.03) -> None:
+        self.delay = delay
+
+    async def astream(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]],
+                      options: GenerateOptions) -> AsyncIterator[ModelChunk]:
+        last = next((m.text for m in reversed(messages) if m.role.value == "user"), "")
+        words = int(last.split()[1]) if last.startswith("stream ") else 3
+        for i in range(words):
+            yield TextChunk(f"w{i} ")
+            await asyncio.sleep(self.delay)
+        yield TextChunk(f"done @{os.getpid()}")
+        yield UsageChunk(ChatUsage(input_tokens=5, output_tokens=words))
+
+
+def build_stream(store: SessionStore) -> ReActAgent:
+    """``rx-agent serve serve.served_agents:build_stream``: long streamed replies."""
+    return ReActAgent(name="stream", model=StreamModel(), session_store=store,
+                      session_wait=0.5)
