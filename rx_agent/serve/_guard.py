@@ -36,6 +36,8 @@ log = logging.getLogger("rx_agent.serve")
 INTERRUPT_POLL = 0.25
 """Seconds between a serving worker's checks for an interrupt posted elsewhere."""
 
+# How long a call waits out a probe of holder() that holds its lease for a moment.
+_PROBE_WAIT = 1.0
 _OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -112,10 +114,19 @@ class SessionGuard:
             raise
         hold = Hold(key, run_id, on_interrupt, turns)
         if self._store is not None:
+            owner = f"serve:{run_id}:{_OWNER}"
             try:
-                hold.lease = await self._store.aacquire_lease(
-                    _serve_key(key), f"serve:{run_id}:{_OWNER}", ttl=self.ttl,
-                    wait=self.wait if queue else 0)
+                try:
+                    hold.lease = await self._store.aacquire_lease(
+                        _serve_key(key), owner, ttl=self.ttl, wait=self.wait if queue else 0)
+                except SessionBusyError as exc:
+                    if not (exc.holder or "").startswith("probe:"):
+                        raise
+                    # Another worker's holder() probe (a GET), released at once: not a
+                    # call, so wait for it rather than answer 409.
+                    hold.lease = await self._store.aacquire_lease(
+                        _serve_key(key), owner, ttl=self.ttl,
+                        wait=max(self.wait if queue else 0, _PROBE_WAIT))
             except SessionBusyError:
                 await self.leave(hold)
                 raise busy(key.session_id) from None
