@@ -17,12 +17,13 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from .._rx import aiter_observable
 from ..agent._binding import load_state, save_state
 from ..agent.react import ReActAgent
 from ..context import RuntimeContext
 from ..event import AgentEvent
 from ..message import ToolUseBlock
-from ..model.base import ChatModel, ModelChunk
+from ..model.base import ChatModel
 from ..session import SessionKey
 from ..tool import execute
 from ._codec import (
@@ -107,25 +108,13 @@ class Activities:
         model = self.model(agent, request["model"])
         messages = [decode_msg(m) for m in request["messages"]]
         options = decode_options(request["options"])
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        chunks: list[Json] = []
+        stream = model.stream(messages, request["tools"], options)
 
-        def on_next(chunk: ModelChunk) -> None:
-            chunks.append(encode_chunk(chunk))
+        async def collect() -> list[Json]:  # the runtime's one bridge (disposed on cancel)
+            return [encode_chunk(chunk) async for chunk in aiter_observable(stream)]
 
-        def on_error(exc: Exception) -> None:
-            if not done.done():
-                done.set_exception(exc)
-
-        def on_completed() -> None:
-            if not done.done():
-                done.set_result(None)
-
-        subscription = model.stream(messages, request["tools"], options).subscribe(
-            on_next, on_error, on_completed)
         try:
-            await _beating(done)
+            return await _beating(collect())
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -137,9 +126,6 @@ class Activities:
                  "retryable": bool(getattr(exc, "retryable", True)),
                  "retry_after": getattr(exc, "retry_after", None)},
                 type=MODEL_FAILED, non_retryable=True) from exc
-        finally:
-            subscription.dispose()
-        return chunks
 
     @activity.defn(name=TOOL_CALL)
     async def tool_call(self, request: Json) -> Json:

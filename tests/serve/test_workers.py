@@ -127,7 +127,8 @@ def test_a_session_busy_on_one_worker_is_409_on_the_other_and_interruptible_ther
     slow.start()
     deadline = time.monotonic() + 20
     while httpx.get(f"{b.url}/v1/sessions/s1", headers=AUTH).status_code == 404:
-        assert time.monotonic() < deadline, f"the slow call never started: {[(r.status_code, r.text[:300]) for r in result]}"
+        assert time.monotonic() < deadline, (
+            f"the slow call never started: {[(r.status_code, r.text[:300]) for r in result]}")
         time.sleep(0.05)
 
     busy = httpx.post(f"{b.url}/v1/sessions/s1/messages", json={"message": "me too"},
@@ -191,7 +192,8 @@ def test_queued_workers_report_a_running_session_and_refuse_to_delete_it(
         slow.start()
         deadline = time.monotonic() + 20
         while httpx.get(f"{b.url}/v1/sessions/q1", headers=AUTH).status_code == 404:
-            assert time.monotonic() < deadline, f"the slow call never started: {[(r.status_code, r.text[:300]) for r in result]}"
+            assert time.monotonic() < deadline, (
+            f"the slow call never started: {[(r.status_code, r.text[:300]) for r in result]}")
             time.sleep(0.05)
         assert httpx.get(f"{b.url}/v1/sessions/q1", headers=AUTH).json()["status"] == "running"
         refused = httpx.delete(f"{b.url}/v1/sessions/q1", headers=AUTH)

@@ -41,6 +41,7 @@ from rx_agent import (
 )
 from rx_agent.temporal import (
     TemporalAgent,
+    TemporalCallError,
     TemporalUnavailableError,
     Timeouts,
     connect,
@@ -381,3 +382,23 @@ async def test_hooks_run_in_the_workflow_and_a_replay_makes_the_same_events(
     assert {(point, inside) for point, inside, _ in where.seen} == {
         ("model", True), ("acting", True)}
     assert {thread for _, _, thread in where.seen} == {"rx-agent-workflows_0"}
+
+
+async def test_a_failed_model_attempt_is_retried_by_the_agents_policy_and_a_refusal_is_not(
+    workers: Workers, model_server: OpenAIServer,
+) -> None:
+    # 503 is retryable: the agent's RetryPolicy (not Temporal's) makes a second attempt,
+    # a second activity, after its backoff. 400 is not: the call fails with its kind.
+    model_server.script(Reply(status=503), Reply([text("second time lucky")]))
+    workers.start("temporal_agents:build")
+    client = await connect(workers.address)
+    agent = TemporalAgent(client, "crashy", workers.queue)
+    msg = await agent.acall("hi", RuntimeContext(session_id="retry"))
+    assert msg.text == "second time lucky"
+    assert len(model_server.requests) == 2
+
+    model_server.script(Reply(status=400, error={"message": "bad request"}))
+    with pytest.raises(TemporalCallError) as caught:
+        await agent.acall("again", RuntimeContext(session_id="refused"))
+    assert "bad request" in str(caught.value), str(caught.value)
+    assert len(model_server.requests) == 3  # no retry of a refusal
