@@ -123,6 +123,9 @@ class CallRunner:
         self.runs = runs
         self.metrics = metrics
         self.journal = journal
+        # An agent whose calls journal their own events (one run on Temporal): the server
+        # relays them and leaves the journal to it.
+        self.journaled_by_agent = bool(getattr(agent, "journals_runs", False))
         self.keep_running = keep_running and journal is not None
         self._detached: set[asyncio.Task[None]] = set()
 
@@ -173,7 +176,7 @@ class CallRunner:
         try:
             pump = EventPump(agent, inp, ctx)
             call = Call(self, pump, record, hold, kind, started, [], ctx=ctx,
-                        journal=None if self.journal is None
+                        journal=None if self.journal is None or self.journaled_by_agent
                         else self.journal.writer(key, ctx.run_id))
             # A call that fails early (a rejected resume, a busy lease, a model that is
             # down) fails right after its AgentStartEvent: wait for the signal after it.

@@ -97,8 +97,9 @@ def _entries(rows: Any, after: int) -> list[JournalEntry]:
 class RedisRunJournal(RunJournal):
     """The journal of a ``RedisSessionStore`` (``store.journal()``)."""
 
-    block: float = 5.0
-    """The longest ``XREAD BLOCK`` (seconds): below any ``socket_timeout``."""
+    block: float = 2.5
+    """The longest ``XREAD BLOCK`` (seconds): half the ``socket_timeout`` (redis-py 8
+    defaults it to 5 s even when no option sets it: a longer block times out)."""
 
     def __init__(self, prefix: str, client: Callable[[], Any],
                  socket_timeout: object = None) -> None:

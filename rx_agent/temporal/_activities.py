@@ -1,5 +1,5 @@
-"""The activities a worker runs for its agents: one model attempt, one tool call, and
-loading and saving a session in the agent's own store.
+"""The activities a worker runs for its agents: one model attempt, one tool call,
+loading and saving a session in the agent's own store, and appending to its journal.
 
 Each runs on the worker that picks it up, against the agent the worker's factory built
 (:class:`Activities` holds them by name). A model attempt and a tool call heartbeat
@@ -25,6 +25,7 @@ from ..event import AgentEvent
 from ..message import ToolUseBlock
 from ..model.base import ChatModel
 from ..session import SessionKey
+from ..session._journal import RunJournal, journal_of
 from ..tool import execute
 from ._codec import (
     decode_msg,
@@ -36,14 +37,16 @@ from ._codec import (
     encode_state,
 )
 
-__all__ = ["MODEL_CALL", "NO_SUCH_AGENT", "SCHEDULE_GATE", "SESSION_LOAD", "SESSION_SAVE",
-           "TOOL_CALL", "Activities"]
+__all__ = ["JOURNAL_APPEND", "MODEL_CALL", "NO_SUCH_AGENT", "SCHEDULE_GATE", "SESSION_LOAD",
+           "SESSION_SAVE", "TOOL_CALL", "Activities"]
 
 MODEL_CALL = "rx_agent.model_call"
 TOOL_CALL = "rx_agent.tool_call"
 SESSION_LOAD = "rx_agent.session_load"
 SESSION_SAVE = "rx_agent.session_save"
 SCHEDULE_GATE = "rx_agent.schedule_gate"
+JOURNAL_APPEND = "rx_agent.journal_append"
+NO_JOURNAL = "NoRunJournal"
 NO_SUCH_AGENT = "NoSuchAgent"
 MODEL_FAILED = "ModelCallFailed"
 
@@ -77,7 +80,7 @@ class Activities:
     def all(self) -> list[Any]:
         """The activity functions to register on the worker."""
         return [self.model_call, self.tool_call, self.session_load, self.session_save,
-                self.schedule_gate]
+                self.schedule_gate, self.journal_append]
 
     def agent(self, name: str) -> ReActAgent:
         agent = self.agents.get(name)
@@ -86,6 +89,17 @@ class Activities:
                 f"this worker serves no agent {name!r} (it serves {sorted(self.agents)})",
                 type=NO_SUCH_AGENT, non_retryable=True)
         return agent
+
+    @staticmethod
+    def _journal(agent: ReActAgent) -> RunJournal:
+        journal = journal_of(agent.session_store)
+        if journal is None or not agent.config.durable:
+            raise ApplicationError(
+                f"agent {agent.name!r} is built on a session store its callers cannot share "
+                f"({type(agent.session_store).__name__}), so they cannot read its run journal: "
+                "build it on a SQLite file, Redis or PostgreSQL (rx-agent worker --store URL), "
+                "or call it without store=", type=NO_JOURNAL, non_retryable=True)
+        return journal
 
     @staticmethod
     def model(agent: ReActAgent, which: str) -> ChatModel:
@@ -142,8 +156,11 @@ class Activities:
 
     @activity.defn(name=SESSION_LOAD)
     async def session_load(self, request: Json) -> Json | None:
-        """The session's stored state in the agent's store (``None``: a new session)."""
+        """The session's stored state in the agent's store (``None``: a new session);
+        with ``journal``, first that the store keeps the run journal the caller reads."""
         agent = self.agent(request["agent"])
+        if request.get("journal"):
+            self._journal(agent)
         key = SessionKey(request["user_id"], request["session_id"])
         return encode_state(await load_state(agent.session_store, key))
 
@@ -158,6 +175,20 @@ class Activities:
                                                            request["session_id"]), state)
         if saved is not None:
             await saved
+
+    @activity.defn(name=JOURNAL_APPEND)
+    async def journal_append(self, request: Json) -> int:
+        """Append a workflow's batch to the session's journal in the agent's store: per
+        run, its next entries. A batch already there is skipped: a worker that died after
+        appending, before the workflow recorded it, leaves it to be appended again."""
+        journal = self._journal(self.agent(request["agent"]))
+        key = SessionKey(request["user_id"], request["session_id"])
+        seq = 0
+        for run_id, items in request["runs"]:
+            # A batch is appended in one atomic step, so its first entry tells.
+            if await journal.locate(key, run_id, items[0][0]) is None:
+                seq = await journal.append(key, run_id, [tuple(item) for item in items])
+        return seq
 
     @activity.defn(name=SCHEDULE_GATE)
     async def schedule_gate(self, request: Json) -> int:

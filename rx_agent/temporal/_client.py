@@ -2,31 +2,41 @@
 
 The caller's side of :mod:`._workflow`: a call starts the session's workflow (or, when
 the session is paused for an answer, answers it with the ``resume`` update), then reads
-the reply's events with the ``poll`` update, a long poll, until the reply ends. The
-events are the agent's own, as ``agent.stream`` gives them; model chunks arrive when
-their model call finished (each attempt is one activity). After the reply,
+the reply's events until the reply ends: from the run journal of the store the workers
+share (``store=``; the reply is the run ``ctx.run_id``, and any process sharing the store
+can follow it too), or else from the workflow itself with the ``poll`` update, a long
+poll. The events are the agent's own, as ``agent.stream`` gives them; model chunks
+arrive when their model call finished (each attempt is one activity). After the reply,
 ``ctx.agent_state`` is the session's state, as after a local call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 from reactivex import Observable
 from reactivex import abc as rxabc
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from .._rx import from_coroutine
+from ..agent._binding import load_state
 from ..agent._checks import AgentInputLike
 from ..context import RuntimeContext
 from ..event import AgentEvent, AgentResultEvent
 from ..message import Msg
-from ..session import SessionBusyError
+from ..session import ANONYMOUS_USER, JournalEntry, SessionBusyError, SessionKey, SessionStore
+from ..session._journal import RunJournal, journal_of
 from ._codec import decode_event, decode_state, encode_input
 from ._driver import Timeouts
 from ._errors import TemporalCallError
@@ -48,17 +58,37 @@ class TemporalAgent:
     ``stream``, ``astream`` and ``acall`` take what ``ReActAgent``'s do (messages, a
     string, a resume event; a :class:`RuntimeContext` with the session) and give what
     they give; ``interrupt`` ends the session's running reply (or closes a paused one).
-    ``timeouts`` bound the activities (:class:`Timeouts`); ``grace`` is how long a
-    finished workflow waits for a caller that has not read its last events.
+    ``timeouts`` bound the activities (:class:`Timeouts`).
+
+    ``store``: the session store the workers' agents are built on (a SQLite file,
+    Redis, PostgreSQL: shared by the callers and the workers). The replies' events then
+    go through its run journal: each reply is the run ``ctx.run_id`` there, which any
+    process sharing the store can follow (``subscribe_durable_events``, a server's
+    resume routes), and the workflow keeps none of them. Without it the workflow keeps
+    the events and the caller polls them; ``grace`` is then how long a finished
+    workflow waits for a caller that has not read its last events.
     """
 
+    idle = 2.0
+    """Seconds without a journal entry after which a caller checks that the workflow
+    still runs (one that ended without the reply's end is an error, not a hang)."""
+
     def __init__(self, client: Client, name: str, task_queue: str, *,
-                 timeouts: Timeouts | None = None, grace: float = 60.0) -> None:
+                 timeouts: Timeouts | None = None, grace: float = 60.0,
+                 store: SessionStore | None = None) -> None:
         self.client = client
         self.name = name
         self.task_queue = task_queue
         self.timeouts = timeouts or Timeouts()
         self.grace = grace
+        self.store = store
+        self.journal: RunJournal | None = None
+        if store is not None:
+            self.journal = journal_of(store)
+            if self.journal is None:
+                raise TypeError(f"{type(store).__name__} keeps no run journal: pass the "
+                                "built-in store the workers share (SQLite, Redis, "
+                                "PostgreSQL), or no store to poll the workflow")
 
     def workflow_id(self, ctx: RuntimeContext | None) -> str:
         """The id of the workflow of ``ctx``'s session."""
@@ -95,6 +125,10 @@ class TemporalAgent:
         ctx = ctx if ctx is not None else RuntimeContext()
         if ctx.session_id is None:  # as a local call: the agent's name is the session
             ctx.session_id = self.name
+        if self.journal is not None:
+            async for event in self._journaled(self.journal, encode_input(msgs), ctx):
+                yield event
+            return
         handle, reply, after = await self._begin(encode_input(msgs), ctx)
         while True:
             out = await self._poll(handle, reply, after)
@@ -109,6 +143,62 @@ class TemporalAgent:
                     raise TemporalCallError(f"{error['type']}: {error['message']}",
                                             kind=error["type"], workflow_id=handle.id)
                 return
+
+    async def _journaled(self, journal: RunJournal, given: Json,
+                         ctx: RuntimeContext) -> AsyncIterator[AgentEvent]:
+        """The reply's events from the journal: its run's entries past the head the
+        journal had before the reply began, until the run's end."""
+        key = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id or self.name)
+        last = await journal.head(key)
+        handle, _, _ = await self._begin(given, ctx)
+        async for entry in journal.follow_idle(key, last, run_id=ctx.run_id, idle=self.idle):
+            if entry is None:
+                if not await self._ended(handle):
+                    continue
+                # What it appended before it ended, then the end (or an error: none).
+                async for late in journal.follow(key, last, run_id=ctx.run_id, live=False):
+                    if late.is_end:
+                        await self._end(late, handle, ctx)
+                        return
+                    yield late.event
+                await self._ended_without_end(handle, ctx)
+            last = entry.seq
+            if entry.is_end:
+                await self._end(entry, handle, ctx)
+                return
+            yield entry.event
+
+    async def _end(self, entry: JournalEntry, handle: WorkflowHandle[Any, Any],
+                   ctx: RuntimeContext) -> None:
+        key = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id or self.name)
+        assert self.store is not None
+        ctx.agent_state = await load_state(self.store, key)  # saved before the end
+        end = json.loads(entry.data)
+        if end.get("status") != "completed":
+            raise TemporalCallError(str(end.get("error")), kind=end.get("kind") or "",
+                                    workflow_id=handle.id)
+
+    @staticmethod
+    async def _ended(handle: WorkflowHandle[Any, Any]) -> bool:
+        try:
+            status = (await handle.describe()).status
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return True
+            raise
+        return status is not None and status is not WorkflowExecutionStatus.RUNNING
+
+    async def _ended_without_end(self, handle: WorkflowHandle[Any, Any],
+                                 ctx: RuntimeContext) -> NoReturn:
+        try:
+            await handle.result()
+            why = "it completed"
+        except Exception as exc:  # its failure is the reason
+            why = f"it failed: {getattr(exc, 'cause', None) or exc}"
+        raise TemporalCallError(
+            f"the workflow of session {ctx.session_id!r} ended before the end of run "
+            f"{ctx.run_id!r} reached the run journal ({why}); are the workers built on the "
+            "same store as this caller?", kind="NoRunEnd", workflow_id=handle.id)
 
     async def interrupt(self, ctx: RuntimeContext | None = None,
                         msg: str | None = None) -> bool:
@@ -132,7 +222,8 @@ class TemporalAgent:
         wid = self.workflow_id(ctx)
         start = {"agent": self.name, "input": given, "session_id": ctx.session_id,
                  "user_id": ctx.user_id, "run_id": ctx.run_id,
-                 "timeouts": self.timeouts.to_json(), "grace": self.grace}
+                 "timeouts": self.timeouts.to_json(), "grace": self.grace,
+                 "journal": self.journal is not None}
         for _ in range(100):
             try:
                 handle = await self.client.start_workflow(
@@ -143,7 +234,7 @@ class TemporalAgent:
                 pass
             handle = self.client.get_workflow_handle(wid)
             try:
-                answer = await handle.execute_update("resume", given)
+                answer = await handle.execute_update("resume", args=[given, ctx.run_id])
                 return handle, answer["reply"], answer["after"]
             except WorkflowUpdateFailedError as exc:
                 if _kind(exc) != "Finishing":

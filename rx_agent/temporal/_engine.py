@@ -4,7 +4,10 @@ serve --engine temporal`` serves.
 :func:`temporal_engine` gives a copy of the agent (the same name, plan, tools and store,
 for what a server shows and checks) whose ``stream`` starts the call on the task queue
 (:class:`~._client.TemporalAgent`) and whose ``interrupt`` signals the session's
-workflow. The workers run the calls; this process only relays their events.
+workflow. The workers run the calls; this process only relays their events: from the
+run journal of the agent's store when it is a durable one the workers share (the
+workflow journals each call itself, so the server does not, and a client reconnects to
+any server with ``Last-Event-ID``), else from the workflow.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..context import RuntimeContext
 from ..event import AgentEvent
 from ..message import Msg
 from ..session import ANONYMOUS_USER, SessionKey
+from ..session._journal import journal_of
 from ._client import TemporalAgent
 from ._connect import connect
 from ._driver import Timeouts
@@ -49,8 +53,15 @@ class TemporalEngineAgent(ReActAgent):
         if remote is None:
             client = await connect(self._address, namespace=self._namespace)
             remote = self._remote[loop] = TemporalAgent(
-                client, self.name, self._task_queue, timeouts=self._timeouts)
+                client, self.name, self._task_queue, timeouts=self._timeouts,
+                store=self.session_store if self.journals_runs else None)
         return remote
+
+    @property
+    def journals_runs(self) -> bool:
+        """Whether each call's events reach the store's run journal without the server
+        (the workflow appends them): a durable store with a journal."""
+        return self.config.durable and journal_of(self.session_store) is not None
 
     def stream(self, msgs: AgentInputLike = None, ctx: RuntimeContext | None = None, *,
                structured_model: type[BaseModel] | None = None) -> Observable[AgentEvent]:

@@ -6,10 +6,16 @@ reply with :class:`~._driver.TemporalDriver` and saves the state back (an activi
 A reply that pauses (a confirmation, external tools) leaves the workflow waiting for the
 ``resume`` update: no worker is busy meanwhile, and the wait survives any worker.
 
-The event relay: every event of every reply is kept, in order, in the workflow; the
-caller reads them with the ``poll`` update, a long poll that answers as soon as there is
-something past what it read (see :mod:`._client`). That is the seam a shared run journal
-would replace: the events would be appended there instead, and read from there.
+The event relay, two ways (the caller chooses, :mod:`._client`):
+
+- **the run journal** (a caller given the store the workers share): each reply is a run
+  of the session's journal, its events appended in batches by a local activity as the
+  reply makes them, its end after the state is saved. Any process sharing the store
+  reads them (``subscribe_durable_events``, a server's resume routes); the workflow
+  keeps none of them.
+- **in the workflow** (no shared store): every event of every reply is kept, in order,
+  in the workflow; the caller reads them with the ``poll`` update, a long poll that
+  answers as soon as there is something past what it read.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -32,7 +39,14 @@ with workflow.unsafe.imports_passed_through():
     from ..event import AgentEvent, AgentResultEvent
     from ..message import GenerateReason, Msg
     from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
-    from ._activities import NO_SUCH_AGENT, SCHEDULE_GATE, SESSION_LOAD, SESSION_SAVE
+    from ..session._journal_writer import RUN_END
+    from ._activities import (
+        JOURNAL_APPEND,
+        NO_SUCH_AGENT,
+        SCHEDULE_GATE,
+        SESSION_LOAD,
+        SESSION_SAVE,
+    )
     from ._codec import decode_input, decode_state, encode_event, encode_state
     from ._driver import TemporalDriver, Timeouts
     from ._registry import registered
@@ -104,6 +118,14 @@ class AgentWorkflow:
         self.ctx: RuntimeContext | None = None
         self.stop = False
         self.finished = False
+        # The journal relay: the current reply's run, its next event's index, the entries
+        # the flusher has yet to append (per run), and whether the last reply ended.
+        self.journaled = False
+        self.run_id = ""
+        self.index = 0
+        self.count = 0  # events of every reply (the ``state`` query)
+        self.pending: list[list[Any]] = []
+        self.closed = False
 
     @workflow.run
     async def run(self, start: Json) -> Json:
@@ -135,19 +157,25 @@ class AgentWorkflow:
         session = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id or agent.name)
         ref = {"agent": name, "user_id": session.user_id, "session_id": session.session_id}
         brief = timedelta(seconds=timeouts.model)  # a session load or save
+        self.journaled = bool(start.get("journal"))
         stored = decode_state(await workflow.execute_local_activity(
-            SESSION_LOAD, ref, start_to_close_timeout=brief))
+            SESSION_LOAD, {**ref, "journal": self.journaled}, start_to_close_timeout=brief))
         if stored is not None:
             agent.session_store.save(session, stored)
         driver = TemporalDriver(name, agent.config, timeouts)
         given: Any = decode_input(start["input"])
+        flusher = (asyncio.get_running_loop().create_task(self._flush(ref, brief))
+                   if self.journaled else None)
         while True:
+            self.run_id, self.index = ctx.run_id, 0
             final, error = await self._reply(agent, driver, given, ctx)
             state = ctx.agent_state
             await _save(ref, state, brief)
             paused = final is not None and final.generate_reason in PAUSES
             self.ends.append({"at": len(self.events), "error": error, "paused": paused,
                               "state": encode_state(state)})
+            if self.journaled:  # after the save: a reader of the end finds the state stored
+                self._end_run(error)
             if error is not None or not paused:
                 break
             self.waiting = True
@@ -160,9 +188,12 @@ class AgentWorkflow:
                 break
             given, self.answer = self.answer, None
         self.finished = True
+        if flusher is not None:
+            self.closed = True
+            await flusher
         # The caller reads the last events; a caller that went away is not waited for.
         grace = start.get("grace", 60.0)
-        if grace > 0:
+        if grace > 0 and not self.journaled:
             await workflow.wait_condition(lambda: self.read >= len(self.events),
                                           timeout=timedelta(seconds=grace))
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -177,11 +208,16 @@ class AgentWorkflow:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         final: list[Msg] = []
         events = self.events
+        journaled = self.journaled
 
         def on_next(event: AgentEvent) -> None:
             if isinstance(event, AgentResultEvent):
                 final[:] = [event.result]
-            events.append(encode_event(event))
+            self.count += 1
+            if journaled:
+                self._note(event)
+            else:
+                events.append(encode_event(event))
 
         def on_error(exc: Exception) -> None:
             if not done.done():
@@ -202,6 +238,41 @@ class AgentWorkflow:
         if not final:
             return None, {"type": "NoResultError", "message": "the reply ended without a result"}
         return final[0], None
+
+    # -- the journal relay ---------------------------------------------------------------
+
+    def _queue(self, item: list[Any]) -> None:
+        pending = self.pending
+        if pending and pending[-1][0] == self.run_id:
+            pending[-1][1].append(item)
+        else:
+            pending.append([self.run_id, [item]])
+
+    def _note(self, event: AgentEvent) -> None:
+        # The JSON a server sends for the event (``model_dump_json``), the workflow's clock.
+        data = type(event).__pydantic_serializer__.to_json(event).decode()
+        self._queue([self.index, event.type, data, workflow.time()])
+        self.index += 1
+
+    def _end_run(self, error: Json | None) -> None:
+        end = {"status": "completed" if error is None else "failed",
+               "error": None if error is None else f"{error['type']}: {error['message']}",
+               "kind": None if error is None else error["type"]}
+        self._queue([self.index, RUN_END, json.dumps(end), workflow.time()])
+
+    async def _flush(self, ref: Json, timeout: timedelta) -> None:
+        """Append what the replies made, a batch per turn of the workflow (the events
+        between two effects), one append at a time, in order, until the last reply ended."""
+        while True:
+            await workflow.wait_condition(lambda: bool(self.pending) or self.closed)
+            if not self.pending:
+                return
+            runs, self.pending = self.pending, []
+            # Retried while the journal is unreachable, up to ``timeout``; then the
+            # workflow fails (at its end: the session's state is saved meanwhile).
+            await workflow.execute_local_activity(JOURNAL_APPEND, {**ref, "runs": runs},
+                                                  start_to_close_timeout=timeout,
+                                                  schedule_to_close_timeout=timeout)
 
     # -- the caller's side --------------------------------------------------------------
 
@@ -229,13 +300,16 @@ class AgentWorkflow:
         return {"events": self.events[after:stop], "end": end, "next": stop}
 
     @workflow.update(name="resume")
-    async def resume(self, given: Json) -> Json:
-        """Answer the paused reply: the next reply's number and where its events start."""
+    async def resume(self, given: Json, run_id: str | None = None) -> Json:
+        """Answer the paused reply: the next reply's number and where its events start
+        (``run_id``: the next reply's run in the journal, the answering call's)."""
         self.answer = decode_input(given)
+        if run_id and self.ctx is not None:
+            self.ctx.run_id = run_id
         return {"reply": len(self.ends), "after": len(self.events)}
 
     @resume.validator
-    def _resume_ok(self, given: Json) -> None:
+    def _resume_ok(self, given: Json, run_id: str | None = None) -> None:
         if self.finished:
             raise ApplicationError("the session's last call is ending", type="Finishing",
                                    non_retryable=True)
@@ -253,5 +327,4 @@ class AgentWorkflow:
 
     @workflow.query(name="state")
     def state(self) -> Json:
-        return {"replies": len(self.ends), "events": len(self.events),
-                "waiting": self.waiting}
+        return {"replies": len(self.ends), "events": self.count, "waiting": self.waiting}

@@ -40,11 +40,12 @@ class Workers:
         self.logs = logs
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, target: str) -> subprocess.Popen[bytes]:
+    def start(self, target: str, *args: str) -> subprocess.Popen[bytes]:
+        """A worker of ``target`` (``args``: more of the command's options)."""
         log = (self.logs / f"worker{len(self.procs)}.log").open("wb")
         proc = subprocess.Popen(
             [sys.executable, "-m", "rx_agent", "worker", target, "--temporal", self.address,
-             "--task-queue", self.queue, "--log-level", "warning"],
+             "--task-queue", self.queue, "--log-level", "warning", *args],
             cwd=_HERE, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(proc)
         path = Path(log.name)

@@ -13,7 +13,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from rx_agent import ReActAgent, Toolkit
+from rx_agent import ReActAgent, SessionStore, Toolkit
 from rx_agent.model.openai import OpenAIChatModel
 
 
@@ -65,3 +65,15 @@ def build_careful() -> ReActAgent:
     tools = Toolkit()
     tools.register_tool(deploy, permission="ask")  # type: ignore[arg-type]
     return ReActAgent(name="careful", model=_model(), toolkit=tools)
+
+
+def build_shared(store: SessionStore) -> ReActAgent:
+    """``build`` on the store the test's callers share (``rx-agent worker --store``)."""
+    return ReActAgent(name="crashy", model=_model(), toolkit=Toolkit([quick, slow]),
+                      session_store=store)
+
+
+def build_careful_shared(store: SessionStore) -> ReActAgent:
+    tools = Toolkit()
+    tools.register_tool(deploy, permission="ask")  # type: ignore[arg-type]
+    return ReActAgent(name="careful", model=_model(), toolkit=tools, session_store=store)
