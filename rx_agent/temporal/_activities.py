@@ -147,7 +147,8 @@ class Activities:
         agent = self.agent(request["agent"])
         call = ToolUseBlock.model_validate(request["call"])
         ctx = RuntimeContext(request.get("session_id"), request.get("user_id"),
-                             request.get("run_id"))._with_fallback(agent.tool_execution_context)
+                             request.get("run_id"), attributes=request.get("attributes")
+                             )._with_fallback(agent.tool_execution_context)
         events: list[AgentEvent] = []  # list.append is safe from a sync tool's thread
         block = await _beating(execute(agent.toolkit, call, ctx, events.append,
                                        request.get("source"), request["reply_id"],

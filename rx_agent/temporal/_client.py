@@ -37,7 +37,7 @@ from ..event import AgentEvent, AgentResultEvent
 from ..message import Msg
 from ..session import ANONYMOUS_USER, JournalEntry, SessionBusyError, SessionKey, SessionStore
 from ..session._journal import RunJournal, journal_of
-from ._codec import decode_event, decode_state, encode_input
+from ._codec import attributes_of, decode_event, decode_state, encode_input
 from ._driver import Timeouts
 from ._errors import TemporalCallError
 from ._workflow import WORKFLOW, workflow_id
@@ -223,7 +223,8 @@ class TemporalAgent:
         start = {"agent": self.name, "input": given, "session_id": ctx.session_id,
                  "user_id": ctx.user_id, "run_id": ctx.run_id,
                  "timeouts": self.timeouts.to_json(), "grace": self.grace,
-                 "journal": self.journal is not None}
+                 "journal": self.journal is not None,
+                 "attributes": attributes_of(ctx, warn=True)}
         for _ in range(100):
             try:
                 handle = await self.client.start_workflow(
@@ -234,7 +235,8 @@ class TemporalAgent:
                 pass
             handle = self.client.get_workflow_handle(wid)
             try:
-                answer = await handle.execute_update("resume", args=[given, ctx.run_id])
+                answer = await handle.execute_update(
+                    "resume", args=[given, ctx.run_id, start["attributes"]])
                 return handle, answer["reply"], answer["after"]
             except WorkflowUpdateFailedError as exc:
                 if _kind(exc) != "Finishing":

@@ -8,9 +8,11 @@ in one place.
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 from typing import Any
 
-from ..context import AgentState
+from ..context import AgentState, RuntimeContext
 from ..event import AgentEvent, ExternalExecutionResultEvent, UserConfirmResultEvent, parse_event
 from ..message import ChatUsage, Msg, ToolResultBlock, ToolUseBlock
 from ..model.base import (
@@ -24,6 +26,7 @@ from ..model.base import (
 from ..options import GenerateOptions
 
 __all__ = [
+    "attributes_of",
     "decode_block",
     "decode_chunk",
     "decode_event",
@@ -140,3 +143,31 @@ def decode_chunk(data: Json) -> ModelChunk:
     if kind == "usage":
         return UsageChunk(ChatUsage.model_validate(data["usage"]))
     return FinishChunk(data["reason"])
+
+
+log = logging.getLogger("rx_agent.temporal")
+
+
+def attributes_of(ctx: RuntimeContext | None, *, warn: bool = False) -> Json:
+    """``ctx``'s attributes that can travel (string keys, JSON values): what a workflow
+    and its tool activities get of the caller's context. With ``warn``, the others are
+    named in a warning (a typed key, an object that is not JSON): they stay behind."""
+    if ctx is None:
+        return {}
+    out: Json = {}
+    left: list[str] = []
+    for key, value in ctx.attributes.items():
+        if isinstance(key, str):
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                left.append(key)
+                continue
+            out[key] = value
+        else:
+            left.append(key.__name__)
+    if warn and left:
+        log.warning("context attributes %s do not travel to the workflow (only string keys "
+                    "with JSON values do); its hooks and tools will not see them", left,
+                    extra={"session_id": ctx.session_id, "run_id": ctx.run_id})
+    return out

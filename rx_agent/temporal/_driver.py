@@ -35,6 +35,7 @@ from ..tool._run import Emit, Starting
 from ..tool.toolkit import Toolkit
 from ._activities import MODEL_CALL, TOOL_CALL
 from ._codec import (
+    attributes_of,
     decode_block,
     decode_chunk,
     decode_event,
@@ -148,6 +149,7 @@ class TemporalDriver(Driver):
             "session_id": ctx.session_id if ctx is not None else None,
             "user_id": ctx.user_id if ctx is not None else None,
             "run_id": ctx.run_id if ctx is not None else None,
+            "attributes": attributes_of(ctx),  # as the workflow's hooks left them
             "source": source,
             "reply_id": reply_id,
             "timeout": timeout,

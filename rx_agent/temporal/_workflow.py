@@ -153,7 +153,8 @@ class AgentWorkflow:
                 if others >= most:
                     return {"error": None, "replies": 0,
                             "skipped": f"{others} runs of the schedule going (at most {most})"}
-        ctx = self.ctx = RuntimeContext(session_id, start.get("user_id"), start.get("run_id"))
+        ctx = self.ctx = RuntimeContext(session_id, start.get("user_id"), start.get("run_id"),
+                                        attributes=start.get("attributes"))
         session = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id or agent.name)
         ref = {"agent": name, "user_id": session.user_id, "session_id": session.session_id}
         brief = timedelta(seconds=timeouts.model)  # a session load or save
@@ -300,16 +301,22 @@ class AgentWorkflow:
         return {"events": self.events[after:stop], "end": end, "next": stop}
 
     @workflow.update(name="resume")
-    async def resume(self, given: Json, run_id: str | None = None) -> Json:
+    async def resume(self, given: Json, run_id: str | None = None,
+                     attributes: Json | None = None) -> Json:
         """Answer the paused reply: the next reply's number and where its events start
-        (``run_id``: the next reply's run in the journal, the answering call's)."""
+        (``run_id``: the next reply's run in the journal, the answering call's; its
+        context's ``attributes`` are put in the workflow's)."""
         self.answer = decode_input(given)
-        if run_id and self.ctx is not None:
-            self.ctx.run_id = run_id
+        if self.ctx is not None:
+            if run_id:
+                self.ctx.run_id = run_id
+            for key, value in (attributes or {}).items():
+                self.ctx.put(key, value)
         return {"reply": len(self.ends), "after": len(self.events)}
 
     @resume.validator
-    def _resume_ok(self, given: Json, run_id: str | None = None) -> None:
+    def _resume_ok(self, given: Json, run_id: str | None = None,
+                   attributes: Json | None = None) -> None:
         if self.finished:
             raise ApplicationError("the session's last call is ending", type="Finishing",
                                    non_retryable=True)
