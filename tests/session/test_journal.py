@@ -343,3 +343,19 @@ def test_the_expired_error_is_a_session_error_that_pickles() -> None:
     again = pickle.loads(pickle.dumps(error))
     assert (again.session_id, again.after, again.oldest, again.user_id) == ("s1", 10, 60, "u1")
     assert str(again) == str(error) and "#60" in str(error)
+
+
+async def test_a_redis_follower_idles_past_the_clients_socket_timeout(redis_url: str) -> None:
+    # redis-py 8 gives a client a 5 s socket timeout by default: a blocking read must
+    # come back before it, or an idle follower fails with a read timeout.
+    from rx_agent.session import RedisSessionStore
+
+    store = RedisSessionStore(redis_url, prefix=f"idle{time.time_ns()}")
+    key = SessionKey("u", "s")
+    journal = store.journal()
+    started = time.monotonic()
+    async for entry in journal.follow_idle(key, 0, idle=6.0):
+        assert entry is None  # an idle turn, never a read timeout
+        if time.monotonic() - started > 6.0:
+            break
+    store.close()
