@@ -31,13 +31,19 @@ from ._guard import Hold, SessionGuard
 from ._metrics import Metrics
 from ._runs import RunLog, RunRecord
 
-__all__ = ["KEEPALIVE", "CallRunner"]
+__all__ = ["KEEPALIVE", "RAW_SEND", "CallRunner"]
 
 KEEPALIVE = 15.0
 """Seconds of silence after which the stream sends an SSE comment (proxies close idle
 connections)."""
 
 _NEXT, _ERROR, _DONE = NEXT, ERROR, DONE
+
+RAW_SEND = "rx_agent.send"
+"""The scope key of the server's own ``send``, when the app's middleware leaves answer
+bodies alone (``_app.py``): a stream's frames go to it once the answer started through
+the middleware (whose send wrappers only watch for the start), one coroutine per write
+instead of five."""
 
 
 class EventPump(Inbox[AgentEvent]):
@@ -218,9 +224,12 @@ class CallResponse:
     def __init__(self, call: Call, *, as_json: bool) -> None:
         self.call = call
         self.as_json = as_json
+        self.body_send: Send | None = None
+        """Where the body goes once the answer started (see :data:`RAW_SEND`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         call = self.call
+        self.body_send = scope.get(RAW_SEND, send)
         work = asyncio.ensure_future(self._json(send) if self.as_json else self._sse(send))
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
@@ -260,6 +269,7 @@ class CallResponse:
             (b"x-accel-buffering", b"no"),
             (b"x-run-id", run_id.encode()),
         ]})
+        send = self.body_send or send
         async for first in self._signals():
             if first is None:
                 await send({"type": "http.response.body", "body": b": keepalive\n\n",

@@ -149,6 +149,7 @@ class OpenAIAnswer(CallResponse):
         await send({"type": "http.response.start", "status": 200, "headers": [
             *self._headers(b"text/event-stream; charset=utf-8"),
             (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]})
+        send = self.body_send or send
         frames: list[str] = [head + '"role":"assistant","content":""' + tail]
         async for first in self._signals():
             if first is None:
@@ -178,9 +179,10 @@ class OpenAIAnswer(CallResponse):
                 elif cls is AgentResultEvent:
                     reply.result = event.result
                 signal = call.pump.ready()
-            await send({"type": "http.response.body", "body": "".join(frames).encode(),
-                        "more_body": True})
-            frames = []
+            if frames:  # (events without a chunk of their own: nothing to write)
+                await send({"type": "http.response.body", "body": "".join(frames).encode(),
+                            "more_body": True})
+                frames = []
 
     async def _end(self, kind: int, value: Any, head: str, tail: str) -> list[str]:
         call = self.call
