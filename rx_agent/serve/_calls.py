@@ -79,11 +79,12 @@ class Call:
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
         kind = type(event)
+        type_ = event.type
         # What model_dump_json() returns, without its keyword handling on every event.
         data: str = kind.__pydantic_serializer__.to_json(event).decode()
-        seq = self.record.add(event.type, data)  # the record counts them for /metrics
+        seq = self.record.add(type_, data)  # the record counts them for /metrics
         if self.journal is not None:
-            self.journal.add(seq, event.type, data)
+            self.journal.add(seq, type_, data)
         if kind is ModelCallEndEvent and event.usage is not None:  # type: ignore[attr-defined]
             usage = event.usage  # type: ignore[attr-defined]
             self.runner.metrics.tokens(usage.input_tokens, usage.output_tokens)
@@ -208,11 +209,6 @@ class CallRunner:
         return call
 
 
-def _frame(run_id: str, seq: int, event: str, data: str) -> str:
-    """One event's SSE frame (encoded with the rest of its write)."""
-    return f"id: {run_id}.{seq}\nevent: {event}\ndata: {data}\n\n"
-
-
 def _error_data(error: HTTPError) -> str:
     return json.dumps(error.payload())
 
@@ -283,7 +279,7 @@ class CallResponse:
                 kind, value = signal
                 if kind == _NEXT:
                     seq, data = call.note(value)
-                    frames.append(_frame(run_id, seq, value.type, data))
+                    frames.append(f"id: {run_id}.{seq}\nevent: {value.type}\ndata: {data}\n\n")
                     signal = call.pump.ready()
                     continue
                 if kind == _ERROR:

@@ -66,12 +66,18 @@ class MemoryRunJournal(RunJournal):
             log = self._logs.get(key)
             if log is None:
                 log = self._logs[key] = _Log()
-            log.runs.setdefault(run_id, log.head + 1)
             head = log.head
-            log.entries.extend([(head + k + 1, run_id, index, at, type_, data)
+            if run_id not in log.runs:
+                log.runs[run_id] = head + 1
+            entries = log.entries
+            if len(items) == 1:  # the writer's, one event at a time
+                index, type_, data, at = items[0]
+                entries.append((head + 1, run_id, index, at, type_, data))
+            else:
+                entries.extend([(head + k + 1, run_id, index, at, type_, data)
                                 for k, (index, type_, data, at) in enumerate(items)])
             log.head = head + len(items)
-            entries, cutoff = log.entries, time.time() - self.max_age
+            cutoff = time.time() - self.max_age
             while entries and (len(entries) > self.max_events or entries[0][3] < cutoff):
                 entries.popleft()
             if len(log.runs) > self.max_events:  # runs whose entries are all gone

@@ -77,8 +77,17 @@ class JournalWriter:
         """Buffer event ``index`` of the run (its type and JSON)."""
         if self.broken:
             return
-        self._items.append((index, type_, data, time.time()))
         self.count = index + 1
+        item = (index, type_, data, time.time())
+        if self._now is not None and self._task is None and not self._items:
+            try:  # the usual case: nothing waits, no list to swap
+                self._now(self.key, self.run_id, [item])
+            except Exception as exc:
+                self._failed(exc, [item])
+            else:
+                self._failures = 0
+            return
+        self._items.append(item)
         if self._now is not None and self._task is None:  # no batch on its way
             self._append_now()
         elif self._task is None:
