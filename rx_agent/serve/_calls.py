@@ -266,21 +266,26 @@ class CallResponse:
             (b"x-run-id", run_id.encode()),
         ]})
         send = self.body_send or send
-        async for first in self._signals():
-            if first is None:
-                await send({"type": "http.response.body", "body": b": keepalive\n\n",
-                            "more_body": True})
-                continue
+        pump = call.pump
+        while True:
+            signal = pump.ready()
+            if signal is None:
+                # Waited on the inbox itself (not through _signals()): two coroutines
+                # fewer per event, which the young-generation collections would walk.
+                if not await pump.wait(KEEPALIVE):
+                    await send({"type": "http.response.body", "body": b": keepalive\n\n",
+                                "more_body": True})
+                    continue
+                signal = pump.ready()
             # Under load events queue up: whatever is buffered goes out in one write,
             # encoded once.
             frames: list[str] = []
-            signal: tuple[int, Any] | None = first
             while signal is not None:
                 kind, value = signal
                 if kind == _NEXT:
                     seq, data = call.note(value)
                     frames.append(f"id: {run_id}.{seq}\nevent: {value.type}\ndata: {data}\n\n")
-                    signal = call.pump.ready()
+                    signal = pump.ready()
                     continue
                 if kind == _ERROR:
                     error = from_exception(value, call.record.key.session_id, run_id)
