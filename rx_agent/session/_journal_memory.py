@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from ._base import SessionKey
@@ -41,7 +41,8 @@ class MemoryRunJournal(RunJournal):
                  max_age: float = DEFAULT_MAX_AGE) -> None:
         super().__init__(max_events=max_events, max_age=max_age)
         self._lock = threading.Lock()
-        self._logs: dict[SessionKey, _Log] = {}
+        # Least recently appended to first: the sweep looks at the front only.
+        self._logs: OrderedDict[SessionKey, _Log] = OrderedDict()
         self._appends = 0
 
     async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
@@ -63,9 +64,12 @@ class MemoryRunJournal(RunJournal):
 
     def _append_now(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
         with self._lock:
-            log = self._logs.get(key)
+            logs = self._logs
+            log = logs.get(key)
             if log is None:
-                log = self._logs[key] = _Log()
+                log = logs[key] = _Log()
+            else:
+                logs.move_to_end(key)
             head = log.head
             if run_id not in log.runs:
                 log.runs[run_id] = head + 1
@@ -85,8 +89,11 @@ class MemoryRunJournal(RunJournal):
                 log.runs = {r: s for r, s in log.runs.items() if s >= oldest}
             self._appends += 1
             if self._appends % SWEEP == 0:  # sessions nobody appends to any more
-                self._logs = {k: v for k, v in self._logs.items()
-                              if v.entries and v.entries[-1][3] >= cutoff}
+                while logs:  # (not all of them: that took O(sessions) per sweep)
+                    stale = next(iter(logs.values()))
+                    if stale.entries and stale.entries[-1][3] >= cutoff:
+                        break
+                    logs.popitem(last=False)
             return log.head
 
     async def _read(self, key: SessionKey, after: int,

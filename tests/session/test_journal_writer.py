@@ -1,6 +1,7 @@
 """The in-memory journal's writer appends each event in ``add`` itself (no batch task):
 a failed append keeps its entries, in order, for the next one; three in a row stop
-the run's journaling; a subclass that appends its own way gets the batching writer."""
+the run's journaling; a subclass that appends its own way gets the batching writer;
+the sweep of idle sessions looks at the least recently appended ones only."""
 
 from __future__ import annotations
 
@@ -75,3 +76,20 @@ async def test_a_subclass_with_its_own_append_gets_batches() -> None:
     await asyncio.sleep(0)
     await run.close("completed")
     assert sum(journal.appends) == 21 and len(journal.appends) < 21
+
+
+async def test_the_sweep_drops_the_stale_sessions_and_keeps_the_ones_appended_to(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import rx_agent.session._journal_memory as memory
+
+    monkeypatch.setattr(memory, "SWEEP", 1)
+    journal = MemoryRunJournal(max_age=0.3)
+    a, b, c = (SessionKey("u", name) for name in "abc")
+    for key in (a, b, c):
+        await journal.append(key, "run", [(0, "text_block_delta", "{}")])
+    await asyncio.sleep(0.4)
+    await journal.append(b, "run", [(1, "text_block_delta", "{}")])  # b: fresh again
+    await journal.append(KEY, "run", [(0, "text_block_delta", "{}")])  # sweeps
+    assert await journal.read(a) == [] and await journal.read(c) == []
+    assert [e.index for e in await journal.read(b)] == [1]
+    assert list(journal._logs) == [b, KEY]
