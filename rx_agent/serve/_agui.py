@@ -57,6 +57,7 @@ class _Stream(CallResponse):
         tr = self.translator
         await send({"type": "http.response.start", "status": 200, "headers": [
             *_HEADERS, (b"x-run-id", call.record.run_id.encode())]})
+        send = self.body_send or send  # past the app's middleware (RAW_SEND)
         await send({"type": "http.response.body", "more_body": True,
                     "body": b"".join(frame(e) for e in tr.start())})
         async for first in self._signals():

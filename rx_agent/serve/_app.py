@@ -16,11 +16,13 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from ..agent import ReActAgent
 from ..session import InMemorySessionStore, RunJournal, SessionStore
 from ._auth import TokenAuth
 from ._body import DEFAULT_MAX_BODY
+from ._calls import RAW_SEND
 from ._errors import CrashAnswer, HTTPError, error_response, log
 from ._openai_api import openapi_paths as openai_paths
 from ._openai_api import routes as openai_routes
@@ -33,6 +35,17 @@ __all__ = ["create_app"]
 STATIC = Path(__file__).parent / "static"
 
 AgentFactory = Callable[[SessionStore], ReActAgent]
+
+
+class _App(Starlette):
+    """Starlette, handing the server's own ``send`` to the call streams (:data:`RAW_SEND`)
+    while the middleware is only the app's own: middleware added later
+    (``app.add_middleware``) may rewrite bodies, and then every frame goes through it."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and len(self.user_middleware) == 1:  # CrashAnswer
+            scope[RAW_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 def _agent_and_store(
@@ -247,7 +260,7 @@ def create_app(
         yield
         service.metrics.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+    app = _App(routes=routes, lifespan=lifespan, exception_handlers={
         HTTPError: on_http_error,
         StarletteHTTPException: on_starlette_error,
     }, middleware=[Middleware(CrashAnswer, on_crash=on_crash)])

@@ -31,13 +31,19 @@ from ._guard import Hold, SessionGuard
 from ._metrics import Metrics
 from ._runs import RunLog, RunRecord
 
-__all__ = ["KEEPALIVE", "CallRunner"]
+__all__ = ["KEEPALIVE", "RAW_SEND", "CallRunner"]
 
 KEEPALIVE = 15.0
 """Seconds of silence after which the stream sends an SSE comment (proxies close idle
 connections)."""
 
 _NEXT, _ERROR, _DONE = NEXT, ERROR, DONE
+
+RAW_SEND = "rx_agent.send"
+"""The scope key of the server's own ``send``, when the app's middleware leaves answer
+bodies alone (``_app.py``): a stream's frames go to it once the answer started through
+the middleware (whose send wrappers only watch for the start), one coroutine per write
+instead of five."""
 
 
 class EventPump(Inbox[AgentEvent]):
@@ -73,11 +79,12 @@ class Call:
     def note(self, event: AgentEvent) -> tuple[int, str]:
         """Count and record one event; its number in the stream and its JSON."""
         kind = type(event)
+        type_ = event.type
         # What model_dump_json() returns, without its keyword handling on every event.
         data: str = kind.__pydantic_serializer__.to_json(event).decode()
-        seq = self.record.add(event.type, data)  # the record counts them for /metrics
+        seq = self.record.add(type_, data)  # the record counts them for /metrics
         if self.journal is not None:
-            self.journal.add(seq, event.type, data)
+            self.journal.add(seq, type_, data)
         if kind is ModelCallEndEvent and event.usage is not None:  # type: ignore[attr-defined]
             usage = event.usage  # type: ignore[attr-defined]
             self.runner.metrics.tokens(usage.input_tokens, usage.output_tokens)
@@ -205,11 +212,6 @@ class CallRunner:
         return call
 
 
-def _frame(run_id: str, seq: int, event: str, data: str) -> str:
-    """One event's SSE frame (encoded with the rest of its write)."""
-    return f"id: {run_id}.{seq}\nevent: {event}\ndata: {data}\n\n"
-
-
 def _error_data(error: HTTPError) -> str:
     return json.dumps(error.payload())
 
@@ -221,9 +223,12 @@ class CallResponse:
     def __init__(self, call: Call, *, as_json: bool) -> None:
         self.call = call
         self.as_json = as_json
+        self.body_send: Send | None = None
+        """Where the body goes once the answer started (see :data:`RAW_SEND`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         call = self.call
+        self.body_send = scope.get(RAW_SEND, send)
         work = asyncio.ensure_future(self._json(send) if self.as_json else self._sse(send))
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
@@ -263,21 +268,27 @@ class CallResponse:
             (b"x-accel-buffering", b"no"),
             (b"x-run-id", run_id.encode()),
         ]})
-        async for first in self._signals():
-            if first is None:
-                await send({"type": "http.response.body", "body": b": keepalive\n\n",
-                            "more_body": True})
-                continue
+        send = self.body_send or send
+        pump = call.pump
+        while True:
+            signal = pump.ready()
+            if signal is None:
+                # Waited on the inbox itself (not through _signals()): two coroutines
+                # fewer per event, which the young-generation collections would walk.
+                if not await pump.wait(KEEPALIVE):
+                    await send({"type": "http.response.body", "body": b": keepalive\n\n",
+                                "more_body": True})
+                    continue
+                signal = pump.ready()
             # Under load events queue up: whatever is buffered goes out in one write,
             # encoded once.
             frames: list[str] = []
-            signal: tuple[int, Any] | None = first
             while signal is not None:
                 kind, value = signal
                 if kind == _NEXT:
                     seq, data = call.note(value)
-                    frames.append(_frame(run_id, seq, value.type, data))
-                    signal = call.pump.ready()
+                    frames.append(f"id: {run_id}.{seq}\nevent: {value.type}\ndata: {data}\n\n")
+                    signal = pump.ready()
                     continue
                 if kind == _ERROR:
                     error = from_exception(value, call.record.key.session_id, run_id)

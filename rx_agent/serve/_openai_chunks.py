@@ -27,6 +27,7 @@ from ..event import (
     ThinkingBlockDeltaEvent,
 )
 from ..message import GenerateReason, ToolUseBlock
+from . import _calls
 from ._calls import _ERROR, _NEXT, Call, CallResponse
 from ._errors import from_exception
 from ._openai_request import as_openai
@@ -149,13 +150,17 @@ class OpenAIAnswer(CallResponse):
         await send({"type": "http.response.start", "status": 200, "headers": [
             *self._headers(b"text/event-stream; charset=utf-8"),
             (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]})
+        send = self.body_send or send
         frames: list[str] = [head + '"role":"assistant","content":""' + tail]
-        async for first in self._signals():
-            if first is None:
-                await send({"type": "http.response.body", "body": b": keepalive\n\n",
-                            "more_body": True})
-                continue
-            signal: tuple[int, Any] | None = first
+        pump = call.pump
+        while True:
+            signal = pump.ready()
+            if signal is None:  # waited on the inbox itself, as CallResponse._sse does
+                if not await pump.wait(_calls.KEEPALIVE):  # (read late: tests shorten it)
+                    await send({"type": "http.response.body", "body": b": keepalive\n\n",
+                                "more_body": True})
+                    continue
+                signal = pump.ready()
             while signal is not None:  # whatever is buffered goes out in one write
                 kind, event = signal
                 if kind != _NEXT:
@@ -177,10 +182,11 @@ class OpenAIAnswer(CallResponse):
                     frames.append(head + '"tool_calls":' + _dumps(reply.calls(event)) + tail)
                 elif cls is AgentResultEvent:
                     reply.result = event.result
-                signal = call.pump.ready()
-            await send({"type": "http.response.body", "body": "".join(frames).encode(),
-                        "more_body": True})
-            frames = []
+                signal = pump.ready()
+            if frames:  # (events without a chunk of their own: nothing to write)
+                await send({"type": "http.response.body", "body": "".join(frames).encode(),
+                            "more_body": True})
+                frames = []
 
     async def _end(self, kind: int, value: Any, head: str, tail: str) -> list[str]:
         call = self.call

@@ -233,6 +233,7 @@ class ResponsesAnswer(CallResponse):
                    (b"x-run-id", self.call.record.run_id.encode()),
                    (b"x-session-id", self.call.record.key.session_id.encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+        send = self.body_send or send  # past the app's middleware (RAW_SEND)
         pending = [self._event("response.created", response=self.response("in_progress")),
                    self._event("response.in_progress", response=self.response("in_progress"))]
         async for first in self._signals():

@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..session import JournalEntry, JournalExpiredError, RunJournal, SessionKey
+from ._calls import RAW_SEND
 from ._errors import HTTPError
 from ._guard import SessionGuard
 
@@ -195,7 +196,7 @@ class JournalStream(Response):
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        work = asyncio.ensure_future(self._stream(send))
+        work = asyncio.ensure_future(self._stream(send, scope.get(RAW_SEND, send)))
         gone_ = asyncio.ensure_future(_disconnected(receive))
         try:
             await asyncio.wait({work, gone_}, return_when=asyncio.FIRST_COMPLETED)
@@ -205,12 +206,13 @@ class JournalStream(Response):
                 with contextlib.suppress(asyncio.CancelledError, OSError):
                     await task
 
-    async def _stream(self, send: Send) -> None:
+    async def _stream(self, send: Send, body: Send) -> None:
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                    (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
         if self.run_id is not None:
             headers.append((b"x-run-id", self.run_id.encode()))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+        send = body  # past the middleware once started (RAW_SEND)
         try:
             async for frame in self.frames:
                 await send({"type": "http.response.body", "more_body": True,

@@ -216,6 +216,8 @@ class _Bell:
                     del self._waiting[key]
 
     def ring(self, key: SessionKey) -> None:
+        if key not in self._waiting:  # nobody (a reader listens before it reads)
+            return
         with self._lock:
             waiting = self._waiting.pop(key, None)
         for loop, future in waiting or ():

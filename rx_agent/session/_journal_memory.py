@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
+from collections.abc import Callable
 
 from ._base import SessionKey
 from ._journal import DEFAULT_MAX_AGE, DEFAULT_MAX_EVENTS, JournalEntry, RunJournal
@@ -40,20 +41,47 @@ class MemoryRunJournal(RunJournal):
                  max_age: float = DEFAULT_MAX_AGE) -> None:
         super().__init__(max_events=max_events, max_age=max_age)
         self._lock = threading.Lock()
-        self._logs: dict[SessionKey, _Log] = {}
+        # Least recently appended to first: the sweep looks at the front only.
+        self._logs: OrderedDict[SessionKey, _Log] = OrderedDict()
         self._appends = 0
 
     async def _append(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
+        return self._append_now(key, run_id, items)
+
+    def _put_now(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
+        """``_put`` without a coroutine: appending here costs less than a batch's
+        task and timer (the writer appends each event at once, see ``immediate``)."""
+        seq = self._append_now(key, run_id, items)
+        self._bell.ring(key)
+        return seq
+
+    def immediate(self) -> Callable[[SessionKey, str, list[Item]], int] | None:
+        """:meth:`_put_now`, unless a subclass changed how entries are appended."""
+        kind = type(self)
+        if kind._append is MemoryRunJournal._append and kind._put is RunJournal._put:
+            return self._put_now
+        return None
+
+    def _append_now(self, key: SessionKey, run_id: str, items: list[Item]) -> int:
         with self._lock:
-            log = self._logs.get(key)
+            logs = self._logs
+            log = logs.get(key)
             if log is None:
-                log = self._logs[key] = _Log()
-            log.runs.setdefault(run_id, log.head + 1)
+                log = logs[key] = _Log()
+            else:
+                logs.move_to_end(key)
             head = log.head
-            log.entries.extend([(head + k + 1, run_id, index, at, type_, data)
+            if run_id not in log.runs:
+                log.runs[run_id] = head + 1
+            entries = log.entries
+            if len(items) == 1:  # the writer's, one event at a time
+                index, type_, data, at = items[0]
+                entries.append((head + 1, run_id, index, at, type_, data))
+            else:
+                entries.extend([(head + k + 1, run_id, index, at, type_, data)
                                 for k, (index, type_, data, at) in enumerate(items)])
             log.head = head + len(items)
-            entries, cutoff = log.entries, time.time() - self.max_age
+            cutoff = time.time() - self.max_age
             while entries and (len(entries) > self.max_events or entries[0][3] < cutoff):
                 entries.popleft()
             if len(log.runs) > self.max_events:  # runs whose entries are all gone
@@ -61,8 +89,11 @@ class MemoryRunJournal(RunJournal):
                 log.runs = {r: s for r, s in log.runs.items() if s >= oldest}
             self._appends += 1
             if self._appends % SWEEP == 0:  # sessions nobody appends to any more
-                self._logs = {k: v for k, v in self._logs.items()
-                              if v.entries and v.entries[-1][3] >= cutoff}
+                while logs:  # (not all of them: that took O(sessions) per sweep)
+                    stale = next(iter(logs.values()))
+                    if stale.entries and stale.entries[-1][3] >= cutoff:
+                        break
+                    logs.popitem(last=False)
             return log.head
 
     async def _read(self, key: SessionKey, after: int,

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from ._base import SessionKey
@@ -45,6 +46,11 @@ class JournalWriter:
     A failed append is retried with the next batch; after three failures in a row
     the run's remaining entries are dropped with an error in the log (the stream
     itself never fails for its journal).
+
+    A journal in this process's memory (one whose ``immediate()`` gives a plain
+    function) is appended to in :meth:`add` itself: there an append costs less than
+    the task, future and timer of a batch (one per event when events come further
+    apart than ``window``).
     """
 
     def __init__(self, journal: _Appends, key: SessionKey, run_id: str, *, window: float,
@@ -63,14 +69,28 @@ class JournalWriter:
         self._failures = 0
         self.broken = False
         """Three appends failed in a row: nothing more is written."""
+        immediate = getattr(journal, "immediate", None)
+        self._now: Callable[[SessionKey, str, list[Item]], int] | None = (
+            immediate() if immediate is not None else None)
 
     def add(self, index: int, type_: str, data: str) -> None:
         """Buffer event ``index`` of the run (its type and JSON)."""
         if self.broken:
             return
-        self._items.append((index, type_, data, time.time()))
         self.count = index + 1
-        if self._task is None:
+        item = (index, type_, data, time.time())
+        if self._now is not None and self._task is None and not self._items:
+            try:  # the usual case: nothing waits, no list to swap
+                self._now(self.key, self.run_id, [item])
+            except Exception as exc:
+                self._failed(exc, [item])
+            else:
+                self._failures = 0
+            return
+        self._items.append(item)
+        if self._now is not None and self._task is None:  # no batch on its way
+            self._append_now()
+        elif self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain())
         elif len(self._items) >= self.batch:
             self._wake()
@@ -99,6 +119,17 @@ class JournalWriter:
         finally:
             self._task = None
 
+    def _append_now(self) -> None:
+        now = self._now
+        assert now is not None
+        items, self._items = self._items, []
+        try:
+            now(self.key, self.run_id, items)
+        except Exception as exc:
+            self._failed(exc, items)  # kept for the next add (or close's flush)
+        else:
+            self._failures = 0
+
     async def _send(self, items: list[Item]) -> bool:
         try:
             await self.journal._put(self.key, self.run_id, items)
@@ -106,22 +137,26 @@ class JournalWriter:
             self._items[:0] = items
             raise
         except Exception as exc:
-            self._failures += 1
-            if self._failures >= 3:
-                self.broken = True
-                self._items.clear()
-                log.error("the run journal failed three times in a row for run %s of session "
-                          "%r; its remaining events are not journaled", self.run_id,
-                          self.key.session_id, exc_info=exc,
-                          extra={"session_id": self.key.session_id, "run_id": self.run_id})
-                return False
-            log.warning("a run journal append failed (run %s, session %r): %r; retrying",
-                        self.run_id, self.key.session_id, exc,
-                        extra={"session_id": self.key.session_id, "run_id": self.run_id})
-            self._items[:0] = items  # in front, to keep the order
-            return False
+            return self._failed(exc, items)
         self._failures = 0
         return True
+
+    def _failed(self, exc: Exception, items: list[Item]) -> bool:
+        """Count a failed append of ``items``; ``False`` (they wait for the next try)."""
+        self._failures += 1
+        if self._failures >= 3:
+            self.broken = True
+            self._items.clear()
+            log.error("the run journal failed three times in a row for run %s of session "
+                      "%r; its remaining events are not journaled", self.run_id,
+                      self.key.session_id, exc_info=exc,
+                      extra={"session_id": self.key.session_id, "run_id": self.run_id})
+            return False
+        log.warning("a run journal append failed (run %s, session %r): %r; retrying",
+                    self.run_id, self.key.session_id, exc,
+                    extra={"session_id": self.key.session_id, "run_id": self.run_id})
+        self._items[:0] = items  # in front, to keep the order
+        return False
 
     async def flush(self) -> None:
         """Wait until everything added so far is appended (or given up on)."""
@@ -141,6 +176,8 @@ class JournalWriter:
             return
         self._closing = True
         self._items.append(end_item(self.count, status, error))
+        if self._now is not None and self._task is None:
+            self._append_now()
         await self.flush()
 
 

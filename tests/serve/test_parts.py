@@ -42,3 +42,15 @@ def test_a_quiet_stream_sends_keepalive_comments(live: Any,
         lines = list(resp.iter_lines())
     assert ": keepalive" in lines
     assert lines.index(": keepalive") < lines.index("event: agent_end")
+
+
+def test_a_quiet_openai_stream_sends_keepalive_comments(
+        live: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_calls, "KEEPALIVE", 0.1)
+    server = live(create_app(ReActAgent(name="a", model=SlowModel(["a", "b"], delay=0.5))))
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json={
+            "model": "a", "stream": True,
+            "messages": [{"role": "user", "content": "hi"}]}) as resp:
+        lines = list(resp.iter_lines())
+    assert ": keepalive" in lines
+    assert lines.index(": keepalive") < lines.index("data: [DONE]")
