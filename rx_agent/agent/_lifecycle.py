@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, cast
 
 import reactivex
@@ -25,6 +25,7 @@ from reactivex import abc as rxabc
 from .. import event as _events
 from .._record import new_id
 from .._rx import (
+    LoopAffinity,
     affinity,
     from_coroutine,
     refuse_blocking_run,
@@ -64,6 +65,12 @@ _thread_id = threading.get_ident
 
 def _dropped(event: AgentEvent) -> None:
     """The emit of a call that has ended (a step still unwinding emits nowhere)."""
+
+
+def _cancelled_here(exc: BaseException) -> bool:
+    """Whether ``exc`` is the running task's own cancellation."""
+    task = asyncio.current_task() if isinstance(exc, asyncio.CancelledError) else None
+    return task is not None and task.cancelling() > 0
 
 
 _ENDED = (Phase.FINISHING, Phase.DONE, Phase.DISPOSED)
@@ -163,23 +170,38 @@ class Run(rxabc.DisposableBase):
         self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
     ) -> rxabc.DisposableBase:
         refuse_blocking_run(scheduler)
-        scope = self.scope
         loop = running_loop()
-        lag = self.config.loop_lag
         if loop is not None:
-            where = affinity(loop)
-            scope.loop, scope.affinity, self.thread = loop, where, where.thread
-            if lag is not None:
-                watch(where, lag)
+            self._place(loop)
             self._start(observer)
         else:
-            loop = runtime_loop()
-            where = affinity(loop)
-            scope.loop, scope.affinity, self.thread = loop, where, where.thread
-            if lag is not None:
-                watch(where, lag)
-            where.hop(self._start, observer)
+            self._place(runtime_loop()).hop(self._start, observer)
         return self  # the subscription: dispose() is thread-safe
+
+    def body_here(
+        self, observer: rxabc.ObserverBase[AgentEvent], loop: asyncio.AbstractEventLoop
+    ) -> Coroutine[Any, Any, None] | None:
+        """``acall``'s start on its running ``loop``. With no ``on_agent`` layer: the
+        call's body, for the caller's own task to await (no task, future or context
+        copy of the call's own: the body runs in the caller's context, as any awaited
+        coroutine does). With one: ``None``, the chain subscribed as by subscribe()."""
+        self._place(loop)
+        if self.checked:
+            self._start(observer)
+            return None
+        self.observer = observer
+        self.phase = self.phase.to(Phase.STARTED)
+        return self._drive(self.input, self, True)
+
+    def _place(self, loop: asyncio.AbstractEventLoop) -> LoopAffinity:
+        """The call runs on ``loop``: its affinity, and the lag watch if configured."""
+        scope = self.scope
+        where = affinity(loop)
+        scope.loop, scope.affinity, self.thread = loop, where, where.thread
+        lag = self.config.loop_lag
+        if lag is not None:
+            watch(where, lag)
+        return where
 
     def dispose(self) -> None:
         """Dispose this call's subscription (thread-safe)."""
@@ -267,9 +289,9 @@ class Run(rxabc.DisposableBase):
             ctx = scope.ctx
             try:
                 state = await self.binding.bind(ctx.user_id)
-            except BaseException:
+            except BaseException as exc:
                 # Busy, unreadable or unreachable: the call never entered the pipeline.
-                self._refused()
+                self._refused(exc)
                 raise
             scope.state = state
             ctx.agent_state = state
@@ -285,8 +307,8 @@ class Run(rxabc.DisposableBase):
                         pending = plan.notify_state_ready(scope.agent, ctx, state, edited)
                         if pending is not None:  # an async hook
                             await pending
-                except BaseException:
-                    self._refused()
+                except BaseException as exc:
+                    self._refused(exc)
                     raise
                 self.phase = self.phase.to(Phase.READY)
             scope.emit = emit
@@ -305,8 +327,7 @@ class Run(rxabc.DisposableBase):
             if not scope.quiet:
                 emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
         except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if not finish or (task is not None and task.cancelling()):
+            if not finish or _cancelled_here(exc):
                 raise  # disposed
             self._finish(RuntimeError(f"the step failed with {exc!r}"))
             return
@@ -327,10 +348,11 @@ class Run(rxabc.DisposableBase):
     async def _checkpoint(self) -> None:
         await self.binding.checkpoint()
 
-    def _refused(self) -> None:
-        # Binding failed before the call entered the pipeline (a disposal that cut it
-        # short is already the call's phase).
-        if self.phase is Phase.STARTED:
+    def _refused(self, exc: BaseException) -> None:
+        # Binding failed before the call entered the pipeline. A disposal that cut it
+        # short is the call's phase already, or (acall's body in the caller's task,
+        # cancelled) will be once the caller's task has unwound.
+        if self.phase is Phase.STARTED and not _cancelled_here(exc):
             self.phase = Phase.STARTED.to(Phase.REFUSED)
 
     # -- the end -----------------------------------------------------------------------
