@@ -189,8 +189,15 @@ class Reason(Step):
         scope.continue_request = None  # heard per round (one from compression too)
         loop.round = rnd
         try:
-            await scope.run_step(chain(rin) if chain is not None else ReasoningCall(loop, rin),
-                                 ExtensionPoint.ON_REASONING, rnd)
+            # run_step's halves here: no coroutine of its own, nor the input kept, while
+            # the round waits for its model.
+            sink = scope.start_step(chain(rin) if chain is not None else ReasoningCall(loop, rin),
+                                    ExtensionPoint.ON_REASONING, rnd)
+            del rin
+            try:
+                await sink
+            finally:
+                scope.end_step(sink)
         finally:
             loop.round = None
         self.done = True
