@@ -182,6 +182,7 @@ class Calling:
         # ``self`` is the ReActAgent this class is mixed into (no cast(): a call less).
         run = Run(self, self._config, self._slots, ctx, inp, model,  # type: ignore[arg-type]
                   quiet=True)
+        del inp  # the call's body holds it until the context does
         body = run.body_here(outcome, loop)
         try:
             if body is not None:

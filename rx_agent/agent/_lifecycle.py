@@ -73,6 +73,8 @@ def _cancelled_here(exc: BaseException) -> bool:
     return task is not None and task.cancelling() > 0
 
 
+_TAKEN = AgentInput(())  # a Run's input once its body took it
+
 _ENDED = (Phase.FINISHING, Phase.DONE, Phase.DISPOSED)
 
 # The runtime's own event classes that are not results: what a quiet call drops.
@@ -86,26 +88,9 @@ _PLAIN_EVENTS = frozenset(
 class Run(rxabc.DisposableBase):
     """The lifecycle of one call (one subscription of ``agent.stream``)."""
 
-    __slots__ = (
-        "binding",
-        "caller_ctx",
-        "checked",
-        "config",
-        "driver",
-        "driving",
-        "failed",
-        "input",
-        "observer",
-        "phase",
-        "quiet",
-        "react",
-        "reply_id",
-        "result",
-        "scope",
-        "subscription",
-        "task",
-        "thread",
-    )
+    __slots__ = ("binding", "caller_ctx", "checked", "config", "driver", "driving", "failed",
+                 "input", "observer", "phase", "quiet", "react", "reply_id", "result", "scope",
+                 "subscription", "task", "thread")
 
     def __init__(
         self,
@@ -186,12 +171,7 @@ class Run(rxabc.DisposableBase):
         copy of the call's own: the body runs in the caller's context, as any awaited
         coroutine does). With one: ``None``, the chain subscribed as by subscribe()."""
         self._place(loop)
-        if self.checked:
-            self._start(observer)
-            return None
-        self.observer = observer
-        self.phase = self.phase.to(Phase.STARTED)
-        return self._drive(self.input, self, True)
+        return self._start(observer, here=True)
 
     def _place(self, loop: asyncio.AbstractEventLoop) -> LoopAffinity:
         """The call runs on ``loop``: its affinity, and the lag watch if configured."""
@@ -207,19 +187,25 @@ class Run(rxabc.DisposableBase):
         """Dispose this call's subscription (thread-safe)."""
         self._dispose_threadsafe()
 
-    def _start(self, observer: rxabc.ObserverBase[AgentEvent]) -> None:
+    def _start(
+        self, observer: rxabc.ObserverBase[AgentEvent], here: bool = False
+    ) -> Coroutine[Any, Any, None] | None:
         if self.phase is Phase.DISPOSED:
-            return
+            return None
         self.observer = observer
         self.phase = self.phase.to(Phase.STARTED)
         scope = self.scope
         if not self.checked:
-            # No on_agent layer: the call's body is this task; no Observable, sink or
-            # disposable sits between it and the caller.
+            # No on_agent layer: the call's body is this task (``here``: the caller's);
+            # no Observable, sink or disposable sits between it and the caller. The Run
+            # itself is the emit (``__call__``): no bound method kept per call.
+            inp, self.input = self.input, _TAKEN  # the body alone holds it
+            body = self._drive(inp, self, True)
+            if here:
+                return body
             assert scope.loop is not None
-            # The Run itself is the emit (``__call__``): no bound method kept per call.
-            self.task = scope.loop.create_task(self._drive(self.input, self, True))
-            return
+            self.task = scope.loop.create_task(body)
+            return None
         chain = self.config.plan.wrap(ExtensionPoint.ON_AGENT, scope.agent, scope.ctx,
                                       self._core_agent)
         try:
@@ -228,6 +214,7 @@ class Run(rxabc.DisposableBase):
             source = reactivex.throw(exc)
         self.subscription = subscribe_direct(source, self._on_next, self._on_error,
                                              self._on_completed)
+        return None
 
     def _on_next(self, event: AgentEvent) -> None:
         if _thread_id() != self.thread:  # an on_agent middleware hopped threads
@@ -321,8 +308,10 @@ class Run(rxabc.DisposableBase):
                 emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
                                                 tool_call_ids=list(self.binding.recovered)))
             react = self.react
+            resume = react.begin(state, input_messages, inp)
+            del inp, input_messages  # the context holds the messages now
             # No local for the first step: the driver lets it go once it has run.
-            final = await self.driver.run(react, Prepare(react.begin(state, input_messages, inp)))
+            final = await self.driver.run(react, Prepare(resume))
             emit(AgentResultEvent.make(scope.source, result=final))
             if not scope.quiet:
                 emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
