@@ -363,6 +363,8 @@ class CallScope:
         # Items of on_model_call reach the reasoning step's check too: the round's model
         # call accumulator kept the last item it had no use for.
         acc = getattr(rnd, "acc", None)
+        if acc is None and isinstance(rnd, MessageAccumulator):
+            acc = rnd  # a round is its first model call's accumulator
         if point is ExtensionPoint.ON_REASONING and acc is not None and acc.unused is item:
             point = ExtensionPoint.ON_MODEL_CALL
         return self.config.plan.not_an_event(point, item)
