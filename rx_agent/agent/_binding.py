@@ -97,9 +97,12 @@ class SessionBinding:
         durable = self.durable
         loaded = await (durable.acquire() if durable is not None
                         else load_state(self.store, self.key))
-        state = loaded if loaded is not None else AgentState(
-            session_id=self.key.session_id, user_id=user_id
-        )
+        # A new session's state is built unvalidated from the call's own values, as
+        # the runtime builds its messages: every field set (one fields set per class).
+        state = loaded if loaded is not None else AgentState._fast({
+            "session_id": self.key.session_id, "user_id": user_id, "context": [],
+            "pending": None, "permission_rules": [], "data": {},
+        })
         if durable is not None and loaded is not None:
             self.recovered = durable.recover(state)
         self.state = state

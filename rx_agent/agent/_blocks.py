@@ -168,7 +168,7 @@ class ChunkConverter:
         self._open_kind = kind
         acc = self._acc
         if acc is not None:  # the accumulator's keys: "t:<id>" / "k:<id>"
-            self._open_parts = acc.part(base, ("t:" if kind == _TEXT else "k:") + block_id).parts
+            self._open_parts = acc.part(base, ("t:" if kind == _TEXT else "k:") + block_id)
         if self._emit is not None:
             start = TextBlockStartEvent if kind == _TEXT else ThinkingBlockStartEvent
             self._emit(start.make(self._source, reply_id=self.reply_id, block_id=block_id))
@@ -198,7 +198,7 @@ class ChunkConverter:
                                              tool_call_id=call_id, tool_call_name=name))
         if chunk.arguments:
             if self._acc is not None:
-                self._acc.part("tool", "c:" + call[0], call[1]).parts.append(chunk.arguments)
+                self._acc.part("tool", "c:" + call[0], call[1]).append(chunk.arguments)
             if emit is not None:
                 emit(ToolCallDeltaEvent.make(self._source, reply_id=self.reply_id,
                                              tool_call_id=call[0], tool_call_name=call[1],
@@ -226,13 +226,15 @@ class ChunkConverter:
                                               finish_reason=self.finish_reason))
 
 
-class _Part:
-    __slots__ = ("extra", "key", "kind", "parts")
+class _Part(list[str]):
+    """One block's text pieces (the list itself: one object per block in flight)."""
+
+    __slots__ = ("extra", "key", "kind")
 
     def __init__(self, kind: str, key: str, extra: Any = None) -> None:
+        # Empty from list.__new__ already: no list.__init__ call.
         self.kind = kind
         self.key = key
-        self.parts: list[str] = []
         self.extra = extra
 
 
@@ -266,7 +268,7 @@ class MessageAccumulator:
 
     def feed(self, event: AgentEvent) -> None:
         if type(event) is TextBlockDeltaEvent:  # most events: no dispatch call
-            self.part("text", "t:" + event.block_id).parts.append(event.delta)
+            self.part("text", "t:" + event.block_id).append(event.delta)
             return
         handler = _FEED.get(type(event))
         if handler is not None:
@@ -281,7 +283,7 @@ class MessageAccumulator:
     def build(self, name: str | None) -> Msg:
         content: list[ContentBlock] = []
         for part in self._by_key.values():
-            text = "".join(part.parts)
+            text = "".join(part)
             if not text.isascii():  # what is stored must serialize
                 text = scrub(text)
             if part.kind == "text":
@@ -299,11 +301,11 @@ class MessageAccumulator:
 # One typed handler per event class the message is built from (exact-type dispatch);
 # other events do not change the message.
 def _text_delta(acc: MessageAccumulator, e: TextBlockDeltaEvent) -> None:
-    acc.part("text", "t:" + e.block_id).parts.append(e.delta)
+    acc.part("text", "t:" + e.block_id).append(e.delta)
 
 
 def _thinking_delta(acc: MessageAccumulator, e: ThinkingBlockDeltaEvent) -> None:
-    acc.part("thinking", "k:" + e.block_id).parts.append(e.delta)
+    acc.part("thinking", "k:" + e.block_id).append(e.delta)
 
 
 def _tool_start(acc: MessageAccumulator, e: ToolCallStartEvent) -> None:
@@ -311,7 +313,7 @@ def _tool_start(acc: MessageAccumulator, e: ToolCallStartEvent) -> None:
 
 
 def _tool_delta(acc: MessageAccumulator, e: ToolCallDeltaEvent) -> None:
-    acc.part("tool", "c:" + e.tool_call_id, e.tool_call_name).parts.append(e.delta)
+    acc.part("tool", "c:" + e.tool_call_id, e.tool_call_name).append(e.delta)
 
 
 def _call_start(acc: MessageAccumulator, e: ModelCallStartEvent) -> None:
@@ -327,7 +329,7 @@ def _data_start(acc: MessageAccumulator, e: DataBlockStartEvent) -> None:
 
 
 def _data_delta(acc: MessageAccumulator, e: DataBlockDeltaEvent) -> None:
-    acc.part("data", "d:" + e.block_id).parts.append(e.delta)
+    acc.part("data", "d:" + e.block_id).append(e.delta)
 
 
 _FEED: dict[type[AgentEvent], Callable[[MessageAccumulator, Any], None]] = {

@@ -41,30 +41,48 @@ class NoResultError(RxAgentError, RuntimeError):
 
 class _Outcome(rxabc.ObserverBase[AgentEvent]):
     """The observer of :meth:`Calling.acall`: the result event's message, or the
-    error, into a future of the running loop."""
+    error. A future of the running loop is made only for a call that ends after its
+    body returned (finish hooks, an async store) or under an ``on_agent`` layer."""
 
-    __slots__ = ("future", "name", "result")
+    __slots__ = ("ended", "error", "future", "name", "result")
 
-    def __init__(self, future: asyncio.Future[Msg], name: str) -> None:
-        self.future = future
+    def __init__(self, name: str) -> None:
         self.name = name
         self.result: Msg | None = None
+        self.error: Exception | None = None
+        self.ended = False
+        self.future: asyncio.Future[Msg] | None = None
 
     def on_next(self, event: AgentEvent) -> None:
         if _is_result(event):
             self.result = event.result  # type: ignore[attr-defined]
 
     def on_error(self, exc: Exception) -> None:
-        if not self.future.done():
-            self.future.set_exception(exc)
+        if self.ended:
+            return
+        self.ended = True
+        self.error = exc
+        future = self.future
+        if future is not None and not future.done():
+            future.set_exception(exc)
 
     def on_completed(self) -> None:
-        if self.future.done():
+        if self.ended:
             return
         if self.result is None:
-            self.future.set_exception(_no_result(self.name))
-        else:
-            self.future.set_result(self.result)
+            self.on_error(_no_result(self.name))
+            return
+        self.ended = True
+        future = self.future
+        if future is not None and not future.done():
+            future.set_result(self.result)
+
+    def outcome(self) -> Msg:
+        """The ended call's message, or its error raised."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 # Per event class: whether it is a result event (isinstance against pydantic's ABC
@@ -159,13 +177,22 @@ class Calling:
         model = check_structured_model(structured_model)
         # One Run observed by one slotted object: no Observable, closure or
         # disposable of call()/stream() in between (they would be built and dropped).
-        outcome = _Outcome(asyncio.get_running_loop().create_future(), self.name)
+        loop = asyncio.get_running_loop()
+        outcome = _Outcome(self.name)
         # ``self`` is the ReActAgent this class is mixed into (no cast(): a call less).
         run = Run(self, self._config, self._slots, ctx, inp, model,  # type: ignore[arg-type]
                   quiet=True)
-        run.subscribe(outcome)
+        del inp  # the call's body holds it until the context does
+        body = run.body_here(outcome, loop)
         try:
-            return await outcome.future
+            if body is not None:
+                # The call's body in this task: cancelling it cancels the body.
+                await body
+            if not outcome.ended:
+                future: asyncio.Future[Msg] = loop.create_future()
+                outcome.future = future
+                return await future
+            return outcome.outcome()
         finally:
             if run.phase is not Phase.DONE:  # a finished call has nothing to dispose
                 run.dispose()

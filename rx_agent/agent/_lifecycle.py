@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, cast
 
 import reactivex
@@ -25,6 +25,7 @@ from reactivex import abc as rxabc
 from .. import event as _events
 from .._record import new_id
 from .._rx import (
+    LoopAffinity,
     affinity,
     from_coroutine,
     refuse_blocking_run,
@@ -66,6 +67,14 @@ def _dropped(event: AgentEvent) -> None:
     """The emit of a call that has ended (a step still unwinding emits nowhere)."""
 
 
+def _cancelled_here(exc: BaseException) -> bool:
+    """Whether ``exc`` is the running task's own cancellation."""
+    task = asyncio.current_task() if isinstance(exc, asyncio.CancelledError) else None
+    return task is not None and task.cancelling() > 0
+
+
+_TAKEN = AgentInput(())  # a Run's input once its body took it
+
 _ENDED = (Phase.FINISHING, Phase.DONE, Phase.DISPOSED)
 
 # The runtime's own event classes that are not results: what a quiet call drops.
@@ -79,26 +88,9 @@ _PLAIN_EVENTS = frozenset(
 class Run(rxabc.DisposableBase):
     """The lifecycle of one call (one subscription of ``agent.stream``)."""
 
-    __slots__ = (
-        "binding",
-        "caller_ctx",
-        "checked",
-        "config",
-        "driver",
-        "driving",
-        "failed",
-        "input",
-        "observer",
-        "phase",
-        "quiet",
-        "react",
-        "reply_id",
-        "result",
-        "scope",
-        "subscription",
-        "task",
-        "thread",
-    )
+    __slots__ = ("binding", "caller_ctx", "checked", "config", "driver", "driving", "failed",
+                 "input", "observer", "phase", "quiet", "react", "reply_id", "result", "scope",
+                 "subscription", "task", "thread")
 
     def __init__(
         self,
@@ -163,41 +155,57 @@ class Run(rxabc.DisposableBase):
         self, observer: rxabc.ObserverBase[AgentEvent], scheduler: Any = None
     ) -> rxabc.DisposableBase:
         refuse_blocking_run(scheduler)
-        scope = self.scope
         loop = running_loop()
-        lag = self.config.loop_lag
         if loop is not None:
-            where = affinity(loop)
-            scope.loop, scope.affinity, self.thread = loop, where, where.thread
-            if lag is not None:
-                watch(where, lag)
+            self._place(loop)
             self._start(observer)
         else:
-            loop = runtime_loop()
-            where = affinity(loop)
-            scope.loop, scope.affinity, self.thread = loop, where, where.thread
-            if lag is not None:
-                watch(where, lag)
-            where.hop(self._start, observer)
+            self._place(runtime_loop()).hop(self._start, observer)
         return self  # the subscription: dispose() is thread-safe
+
+    def body_here(
+        self, observer: rxabc.ObserverBase[AgentEvent], loop: asyncio.AbstractEventLoop
+    ) -> Coroutine[Any, Any, None] | None:
+        """``acall``'s start on its running ``loop``. With no ``on_agent`` layer: the
+        call's body, for the caller's own task to await (no task, future or context
+        copy of the call's own: the body runs in the caller's context, as any awaited
+        coroutine does). With one: ``None``, the chain subscribed as by subscribe()."""
+        self._place(loop)
+        return self._start(observer, here=True)
+
+    def _place(self, loop: asyncio.AbstractEventLoop) -> LoopAffinity:
+        """The call runs on ``loop``: its affinity, and the lag watch if configured."""
+        scope = self.scope
+        where = affinity(loop)
+        scope.loop, scope.affinity, self.thread = loop, where, where.thread
+        lag = self.config.loop_lag
+        if lag is not None:
+            watch(where, lag)
+        return where
 
     def dispose(self) -> None:
         """Dispose this call's subscription (thread-safe)."""
         self._dispose_threadsafe()
 
-    def _start(self, observer: rxabc.ObserverBase[AgentEvent]) -> None:
+    def _start(
+        self, observer: rxabc.ObserverBase[AgentEvent], here: bool = False
+    ) -> Coroutine[Any, Any, None] | None:
         if self.phase is Phase.DISPOSED:
-            return
+            return None
         self.observer = observer
         self.phase = self.phase.to(Phase.STARTED)
         scope = self.scope
         if not self.checked:
-            # No on_agent layer: the call's body is this task; no Observable, sink or
-            # disposable sits between it and the caller.
+            # No on_agent layer: the call's body is this task (``here``: the caller's);
+            # no Observable, sink or disposable sits between it and the caller. The Run
+            # itself is the emit (``__call__``): no bound method kept per call.
+            inp, self.input = self.input, _TAKEN  # the body alone holds it
+            body = self._drive(inp, self, True)
+            if here:
+                return body
             assert scope.loop is not None
-            # The Run itself is the emit (``__call__``): no bound method kept per call.
-            self.task = scope.loop.create_task(self._drive(self.input, self, True))
-            return
+            self.task = scope.loop.create_task(body)
+            return None
         chain = self.config.plan.wrap(ExtensionPoint.ON_AGENT, scope.agent, scope.ctx,
                                       self._core_agent)
         try:
@@ -206,6 +214,7 @@ class Run(rxabc.DisposableBase):
             source = reactivex.throw(exc)
         self.subscription = subscribe_direct(source, self._on_next, self._on_error,
                                              self._on_completed)
+        return None
 
     def _on_next(self, event: AgentEvent) -> None:
         if _thread_id() != self.thread:  # an on_agent middleware hopped threads
@@ -267,9 +276,9 @@ class Run(rxabc.DisposableBase):
             ctx = scope.ctx
             try:
                 state = await self.binding.bind(ctx.user_id)
-            except BaseException:
+            except BaseException as exc:
                 # Busy, unreadable or unreachable: the call never entered the pipeline.
-                self._refused()
+                self._refused(exc)
                 raise
             scope.state = state
             ctx.agent_state = state
@@ -285,8 +294,8 @@ class Run(rxabc.DisposableBase):
                         pending = plan.notify_state_ready(scope.agent, ctx, state, edited)
                         if pending is not None:  # an async hook
                             await pending
-                except BaseException:
-                    self._refused()
+                except BaseException as exc:
+                    self._refused(exc)
                     raise
                 self.phase = self.phase.to(Phase.READY)
             scope.emit = emit
@@ -299,14 +308,15 @@ class Run(rxabc.DisposableBase):
                 emit(SessionRecoveredEvent.make(scope.source, session_id=self.key.session_id,
                                                 tool_call_ids=list(self.binding.recovered)))
             react = self.react
+            resume = react.begin(state, input_messages, inp)
+            del inp, input_messages  # the context holds the messages now
             # No local for the first step: the driver lets it go once it has run.
-            final = await self.driver.run(react, Prepare(react.begin(state, input_messages, inp)))
+            final = await self.driver.run(react, Prepare(resume))
             emit(AgentResultEvent.make(scope.source, result=final))
             if not scope.quiet:
                 emit(AgentEndEvent.make(scope.source, reply_id=self.reply_id))
         except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if not finish or (task is not None and task.cancelling()):
+            if not finish or _cancelled_here(exc):
                 raise  # disposed
             self._finish(RuntimeError(f"the step failed with {exc!r}"))
             return
@@ -327,10 +337,11 @@ class Run(rxabc.DisposableBase):
     async def _checkpoint(self) -> None:
         await self.binding.checkpoint()
 
-    def _refused(self) -> None:
-        # Binding failed before the call entered the pipeline (a disposal that cut it
-        # short is already the call's phase).
-        if self.phase is Phase.STARTED:
+    def _refused(self, exc: BaseException) -> None:
+        # Binding failed before the call entered the pipeline. A disposal that cut it
+        # short is the call's phase already, or (acall's body in the caller's task,
+        # cancelled) will be once the caller's task has unwound.
+        if self.phase is Phase.STARTED and not _cancelled_here(exc):
             self.phase = Phase.STARTED.to(Phase.REFUSED)
 
     # -- the end -----------------------------------------------------------------------

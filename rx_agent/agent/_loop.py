@@ -43,22 +43,34 @@ __all__ = ["ModelCall", "ReActLoop", "ReasoningCall", "Round"]
 _thread_id = threading.get_ident
 
 
-class Round:
+class Round(MessageAccumulator):
     """What one reasoning step produced.
 
     ``msg`` is the assistant message rebuilt from the last model call below
     ``on_reasoning``; ``capture`` rebuilds one from what left ``on_reasoning`` when a
-    middleware answered without calling the model; ``acc`` is the model call in
-    flight (its partial message is kept when the round is interrupted).
+    middleware answered without calling the model. The round is the accumulator of
+    its first model call (no object of its own per call in flight); a later one (a
+    middleware calling ``next()`` again) builds into its own, ``acc``. The model call
+    in flight's partial message is kept when the round is interrupted.
     """
 
-    __slots__ = ("acc", "capture", "msg")
+    __slots__ = ("acc", "capture", "msg", "started")
 
     def __init__(self, capture: bool = True) -> None:
+        MessageAccumulator.__init__(self)
         self.msg: Msg | None = None
-        self.acc: MessageAccumulator | None = None
+        self.acc: MessageAccumulator | None = None  # None: the round itself, if started
+        self.started = False
         # Only an on_reasoning layer can answer without the model.
         self.capture: MessageAccumulator | None = MessageAccumulator() if capture else None
+
+    def accumulator(self) -> MessageAccumulator:
+        """The accumulator of a model call that begins in this round."""
+        if not self.started:
+            self.started = True
+            return self  # not kept in ``acc``: no reference cycle
+        acc = self.acc = MessageAccumulator()
+        return acc
 
     def result(self, name: str) -> Msg | None:
         """The round's message: the model's, or what left ``on_reasoning`` when a
@@ -69,8 +81,8 @@ class Round:
         return self.msg
 
     def partial(self, name: str) -> Msg | None:
-        acc = self.acc
-        return acc.build(name) if acc is not None and not acc.empty else None
+        acc = self.acc if self.acc is not None else self
+        return acc.build(name) if not acc.empty else None
 
 
 class ReActLoop:
@@ -219,10 +231,11 @@ class ReasoningCall(DirectObservable[AgentEvent]):
         if _thread_id() != where.thread:  # next() called on another thread
             return on_loop(where, self.direct)(observer, scheduler)
         rnd = react.round
-        acc = MessageAccumulator()
         if rnd is not None:
             rnd.capture = None  # the model answers: the capture is not needed
-            rnd.acc = acc
+            acc = rnd.accumulator()
+        else:
+            acc = MessageAccumulator()
         rin = self.rin
         mci = ModelCallInput(rin.messages, rin.tools, rin.options, scope.config.model)
         chain = react.model_chain

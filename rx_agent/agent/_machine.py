@@ -165,17 +165,17 @@ class Compress(Step):
         return f"round {loop.iteration}, {count(len(loop.state.context), 'message')}"
 
 
-class Reason(Step):
+class Reason(Step, Round):
     """One round's ``on_reasoning`` (the model call inside); its message is stored.
-    Tool calls go on to acting (saved first: the calls are stored before they run)."""
+    Tool calls go on to acting (saved first: the calls are stored before they run).
+    The step is its round too (one object fewer while the model streams): ``msg`` is
+    the model's message while the round runs, then the round's result."""
 
-    __slots__ = ("done", "msg", "rnd")
+    __slots__ = ("done",)
     name = "reason"
 
     # No __init__ (one call less per round): the fields are set as it runs, before
     # anything can read them.
-    rnd: Round
-    msg: Msg | None
     done: bool
 
     async def run(self, loop: ReActLoop) -> Outcome:
@@ -184,17 +184,23 @@ class Reason(Step):
         rin = ReasoningInput(loop.model_messages(), loop.tools, loop.options, loop.iteration)
         chain = loop.reasoning_chain
         self.done = False
-        self.msg = None
-        rnd = self.rnd = Round(chain is not None)
+        Round.__init__(self, chain is not None)
         scope.continue_request = None  # heard per round (one from compression too)
-        loop.round = rnd
+        loop.round = self
         try:
-            await scope.run_step(chain(rin) if chain is not None else ReasoningCall(loop, rin),
-                                 ExtensionPoint.ON_REASONING, rnd)
+            # run_step's halves here: no coroutine of its own, nor the input kept, while
+            # the round waits for its model.
+            sink = scope.start_step(chain(rin) if chain is not None else ReasoningCall(loop, rin),
+                                    ExtensionPoint.ON_REASONING, self)
+            del rin
+            try:
+                await sink
+            finally:
+                scope.end_step(sink)
         finally:
             loop.round = None
         self.done = True
-        msg = self.msg = rnd.result(scope.config.name)
+        msg = self.msg = self.result(scope.config.name)
         calls = msg.tool_calls if msg is not None else None
         if msg is not None and msg.content:
             if calls:
@@ -207,7 +213,7 @@ class Reason(Step):
     def cut(self, loop: ReActLoop) -> Msg | None:
         # Cut during the model call: what it streamed so far (a finished round's
         # message is stored already).
-        return None if self.done else self.rnd.partial(loop.scope.config.name)
+        return None if self.done else self.partial(loop.scope.config.name)
 
     def answer(self) -> Msg | None:
         return self.msg

@@ -74,26 +74,26 @@ class Interrupted(Exception):
     """Internal: the current step was cut short by ``agent.interrupt``."""
 
 
-class _StepSink:
+class _StepSink(asyncio.Future[None]):
     """One running step (see :meth:`CallScope.run_step`): the observer of its stream,
-    the future it completes and the stream's subscription.
+    the future it completes (itself: one object per step) and the stream's
+    subscription.
 
     A middleware may move the stream to another thread (observe_on a thread pool);
     signals are brought back to the loop so the call stays single-threaded."""
 
-    __slots__ = ("emit", "future", "loop_thread", "scope", "subscription", "where")
+    __slots__ = ("emit", "loop_thread", "scope", "subscription", "where")
 
-    def __init__(self, scope: CallScope, future: asyncio.Future[None],
-                 where: LoopAffinity) -> None:
+    def __init__(self, scope: CallScope, where: LoopAffinity) -> None:
+        super().__init__(loop=where.loop)
         self.scope = scope
         self.emit = scope.emit
-        self.future = future
         self.loop_thread = where.thread
         self.where = where
         self.subscription: rxabc.DisposableBase | None = None
 
     def late(self, fn: Callable[..., None], *args: Any) -> None:
-        if not self.future.done():
+        if not self.done():
             fn(*args)
 
     def on_next(self, event: AgentEvent) -> None:
@@ -102,14 +102,14 @@ class _StepSink:
     def on_error(self, exc: Exception) -> None:
         if _thread_id() != self.loop_thread:
             self.where.hop(self.late, self.on_error, exc)
-        elif not self.future.done():
-            self.future.set_exception(exc)
+        elif not self.done():
+            self.set_exception(exc)
 
     def on_completed(self) -> None:
         if _thread_id() != self.loop_thread:
             self.where.hop(self.late, self.on_completed)
-        elif not self.future.done():
-            self.future.set_result(None)
+        elif not self.done():
+            self.set_result(None)
 
 
 class _CoreSink(_StepSink):
@@ -129,7 +129,7 @@ class _ActingSink(_StepSink):
         if _thread_id() != self.loop_thread:
             self.where.hop(self.late, self.on_next, event)
             return
-        if not self.future.done():  # a cut batch's cancelled tools may finish late
+        if not self.done():  # a cut batch's cancelled tools may finish late
             self.emit(event)
 
 
@@ -139,9 +139,9 @@ class _HookedSink(_StepSink):
 
     __slots__ = ("acting", "point", "rnd")
 
-    def __init__(self, scope: CallScope, future: asyncio.Future[None], where: LoopAffinity,
-                 point: ExtensionPoint, rnd: Captures | None) -> None:
-        super().__init__(scope, future, where)
+    def __init__(self, scope: CallScope, where: LoopAffinity, point: ExtensionPoint,
+                 rnd: Captures | None) -> None:
+        super().__init__(scope, where)
         self.point = point
         self.acting = point is ExtensionPoint.ON_ACTING
         self.rnd = rnd
@@ -150,11 +150,10 @@ class _HookedSink(_StepSink):
         if _thread_id() != self.loop_thread:
             self.where.hop(self.late, self.on_next, event)
             return
-        future = self.future
-        if future.done():  # cut short: late events of a cancelled step
+        if self.done():  # cut short: late events of a cancelled step
             return
         if type(event) not in EVENT_TYPES and not is_event(event):
-            future.set_exception(self.scope.not_an_event(self.point, event, self.rnd))
+            self.set_exception(self.scope.not_an_event(self.point, event, self.rnd))
             return
         if type(event) in _CONTROL_TYPES:
             self.scope._control(event, self.acting)
@@ -172,26 +171,24 @@ class _LedgerSink(_HookedSink):
 
     __slots__ = ("ledger",)
 
-    def __init__(self, scope: CallScope, future: asyncio.Future[None], where: LoopAffinity,
-                 ledger: Ledger) -> None:
-        super().__init__(scope, future, where, ExtensionPoint.ON_ACTING, None)
+    def __init__(self, scope: CallScope, where: LoopAffinity, ledger: Ledger) -> None:
+        super().__init__(scope, where, ExtensionPoint.ON_ACTING, None)
         self.ledger = ledger
 
     def on_next(self, event: AgentEvent) -> None:
         if _thread_id() != self.loop_thread:
             self.where.hop(self.late, self.on_next, event)
             return
-        future = self.future
-        if future.done():  # cut short: late events of a cancelled step
+        if self.done():  # cut short: late events of a cancelled step
             return
         if type(event) not in EVENT_TYPES and not is_event(event):
-            future.set_exception(self.scope.not_an_event(ExtensionPoint.ON_ACTING, event))
+            self.set_exception(self.scope.not_an_event(ExtensionPoint.ON_ACTING, event))
             return
         if type(event) in _CONTROL_TYPES:
             self.scope._control(event, True)
         error = self.ledger.out(event)
         if error is not None:
-            future.set_exception(error)
+            self.set_exception(error)
 
 
 class CallScope:
@@ -283,11 +280,11 @@ class CallScope:
 
     def _cut_step(self) -> None:
         sink = self.sink
-        if sink is not None and not sink.future.done():
+        if sink is not None and not sink.done():
             step = self.step
             if step is not None and step.finishing():
                 return  # tools that finish first run on; the driver closes after them
-            sink.future.set_exception(Interrupted())
+            sink.set_exception(Interrupted())
             if sink.subscription is not None:
                 sink.subscription.dispose()
 
@@ -308,30 +305,50 @@ class CallScope:
         itself). ``ledger`` (acting with a layer) decides what of the stream reaches
         the caller.
         """
+        sink = self.start_step(source, point, rnd, ledger)
+        del source  # held by its subscription, if at all: not by this frame
+        try:
+            await sink
+        finally:
+            self.end_step(sink)
+
+    def start_step(
+        self,
+        source: Observable[AgentEvent],
+        point: ExtensionPoint | None,
+        rnd: Captures | None = None,
+        ledger: Ledger | None = None,
+    ) -> _StepSink:
+        """:meth:`run_step`'s first half: the step's sink (the future to await), its
+        stream subscribed. A step that awaits it, then calls :meth:`end_step` however
+        the wait ended, needs no coroutine of run_step's (the reasoning round)."""
         where = self.affinity
         assert where is not None
-        future = where.loop.create_future()
         sink: _StepSink
         if point is None:
             # The runtime's own reasoning stream: disposal stops it synchronously.
-            sink = _CoreSink(self, future, where)
+            sink = _CoreSink(self, where)
         elif point is ExtensionPoint.ON_ACTING:
-            sink = (_LedgerSink(self, future, where, ledger) if ledger is not None
-                    else _ActingSink(self, future, where))
+            sink = (_LedgerSink(self, where, ledger) if ledger is not None
+                    else _ActingSink(self, where))
         elif point in self.hooked:
-            sink = _HookedSink(self, future, where, point, rnd)
+            sink = _HookedSink(self, where, point, rnd)
         else:
-            sink = _CoreSink(self, future, where)
+            sink = _CoreSink(self, where)
         self.sink = sink
         try:
             sink.subscription = subscribe_observer(source, sink)
-            del source  # held by its subscription, if at all: not by this frame
-            await future
-        finally:
-            self.sink = None
-            subscription, sink.subscription = sink.subscription, None
-            if subscription is not None:
-                subscription.dispose()
+        except BaseException:
+            self.end_step(sink)
+            raise
+        return sink
+
+    def end_step(self, sink: _StepSink) -> None:
+        """:meth:`run_step`'s second half: the step's stream is let go (disposed)."""
+        self.sink = None
+        subscription, sink.subscription = sink.subscription, None
+        if subscription is not None:
+            subscription.dispose()
 
     def _control(self, event: AgentEvent, acting: bool) -> None:
         """Record a stop or continue request (the first of each kind wins)."""
@@ -346,6 +363,8 @@ class CallScope:
         # Items of on_model_call reach the reasoning step's check too: the round's model
         # call accumulator kept the last item it had no use for.
         acc = getattr(rnd, "acc", None)
+        if acc is None and isinstance(rnd, MessageAccumulator):
+            acc = rnd  # a round is its first model call's accumulator
         if point is ExtensionPoint.ON_REASONING and acc is not None and acc.unused is item:
             point = ExtensionPoint.ON_MODEL_CALL
         return self.config.plan.not_an_event(point, item)

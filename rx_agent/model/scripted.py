@@ -132,35 +132,18 @@ class ScriptedModel(ChatModel):
     def _chunks(
         self, messages: Sequence[Msg], items: list[Any]
     ) -> Iterator[ModelChunk | BaseException]:
-        """The chunks of one response, made as they are played (a call in flight holds
-        one pending chunk, not the whole reply)."""
-        produced = 0
-        tool_index = 0
-        for item in items:
-            if isinstance(item, str):
-                produced += len(item)
-                yield TextChunk(item)
-            elif isinstance(item, TextBlock):
-                produced += len(item.text)
-                yield TextChunk(item.text)
-            elif isinstance(item, ThinkingBlock):
-                produced += len(item.thinking)
-                yield ThinkingChunk(item.thinking)
-            elif isinstance(item, ToolUseBlock):
-                # raw_input: argument text that is not a JSON object, as a model may send
-                args = item.raw_input if item.raw_input is not None else json.dumps(item.input)
-                produced += len(args) + len(item.name)
-                yield ToolCallChunk(tool_index, item.id, item.name, args, done=True)
-                tool_index += 1
-            else:
-                yield item  # an exception: the stream fails here
-                return
+        """The chunks of one response, in order (an exception item ends them)."""
+        playback = _Playback(self, messages, items)
+        chunk = playback.next()
+        while chunk is not _END:
+            yield chunk
+            chunk = playback.next()
+
+    def _prompt_tokens(self, messages: Sequence[Msg]) -> int:
         # A short conversation is read again: cheaper than finding what was kept.
         prompt = sum(self._lengths.values(messages)) if len(messages) > _KEPT_FROM else sum(
             map(_text_length, messages))
-        yield UsageChunk(ChatUsage(input_tokens=_estimate_tokens(prompt),
-                                   output_tokens=_estimate_tokens(produced)))
-        yield FinishChunk("tool_calls" if tool_index else "stop")
+        return _estimate_tokens(prompt)
 
     def stream(
         self,
@@ -189,7 +172,7 @@ class ScriptedModel(ChatModel):
                 holder = SingleAssignmentDisposable()
                 loop.call_soon(_emit_now, observer, chunks, holder)
                 return holder
-            return _emit_later(observer, self._chunks(messages, entry), self.delay)
+            return _emit_later(observer, self, messages, entry, self.delay)
 
         return DirectObservable(subscribe)
 
@@ -220,7 +203,9 @@ def _emit_now(
 
 def _emit_later(
     observer: rxabc.ObserverBase[ModelChunk],
-    chunks: Iterator[ModelChunk | BaseException],
+    model: ScriptedModel,
+    messages: Sequence[Msg],
+    items: list[Any],
     delay: float,
 ) -> rxabc.DisposableBase:
     # A chain of loop timers (no task, no future per chunk): thousands of concurrent
@@ -228,48 +213,102 @@ def _emit_later(
     loop = running_loop()
     if loop is None:
         disposable: rxabc.DisposableBase = on_some_loop(
-            lambda obs, _: _emit_later(obs, chunks, delay), observer, None
+            lambda obs, _: _emit_later(obs, model, messages, items, delay), observer, None
         )
         return disposable
-    return _Timed(loop, observer, chunks, delay)
+    return _Timed(loop, observer, model, messages, items, delay)
 
 
 _END: Any = object()
 
 
-class _Timed(rxabc.DisposableBase):
-    """Chunks played back on the loop's :class:`_Ticker` for ``delay``; the
-    subscription's disposable. The ticker's queue holds this object until its next
-    chunk is due; nothing points back (no cycle)."""
+class _Playback:
+    """One response's chunks, each made when it is played (a call in flight holds
+    its place in the script, not its chunks): the items', then the usage and the
+    finish reason."""
 
-    __slots__ = ("chunks", "context", "disposed", "observer", "pending", "ticker")
+    __slots__ = ("index", "items", "messages", "model", "produced", "tool_index")
+
+    def __init__(self, model: ScriptedModel, messages: Sequence[Msg], items: list[Any]) -> None:
+        self.model = model
+        self.messages = messages
+        self.items = items
+        self.index = 0
+        self.produced = 0
+        self.tool_index = 0
+
+    def more(self) -> bool:
+        """Whether a chunk follows the one made last."""
+        return self.index < len(self.items) + 2
+
+    def next(self) -> Any:
+        """The next chunk (or the exception the stream fails with), or ``_END``."""
+        items = self.items
+        i = self.index
+        self.index = i + 1
+        if i < len(items):
+            item = items[i]
+            if isinstance(item, str):
+                self.produced += len(item)
+                return TextChunk(item)
+            if isinstance(item, TextBlock):
+                self.produced += len(item.text)
+                return TextChunk(item.text)
+            if isinstance(item, ThinkingBlock):
+                self.produced += len(item.thinking)
+                return ThinkingChunk(item.thinking)
+            if isinstance(item, ToolUseBlock):
+                # raw_input: argument text that is not a JSON object, as a model may send
+                args = item.raw_input if item.raw_input is not None else json.dumps(item.input)
+                self.produced += len(args) + len(item.name)
+                self.tool_index += 1
+                return ToolCallChunk(self.tool_index - 1, item.id, item.name, args, done=True)
+            self.index = len(items) + 2  # an exception: the stream fails here
+            return item
+        if i == len(items):
+            return UsageChunk(ChatUsage(input_tokens=self.model._prompt_tokens(self.messages),
+                                        output_tokens=_estimate_tokens(self.produced)))
+        if i == len(items) + 1:
+            return FinishChunk("tool_calls" if self.tool_index else "stop")
+        return _END
+
+
+class _Timed(_Playback, rxabc.DisposableBase):
+    """A response played back on the loop's :class:`_Ticker` for ``delay``; the
+    subscription's disposable. The ticker's queue holds this object (``due``: when
+    its next chunk is) until that chunk is played; nothing points back (no cycle)."""
+
+    __slots__ = ("context", "disposed", "due", "observer", "ticker")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, observer: rxabc.ObserverBase[ModelChunk],
-                 chunks: Iterator[ModelChunk | BaseException], delay: float) -> None:
+                 model: ScriptedModel, messages: Sequence[Msg], items: list[Any],
+                 delay: float) -> None:
+        _Playback.__init__(self, model, messages, items)
         self.observer = observer
-        self.chunks = chunks
-        self.pending = next(chunks, _END)  # a response always has a chunk
         self.disposed = False
+        self.due = 0.0
         # One context for every step (each call_later would copy the current one).
         self.context = contextvars.copy_context()
         self.ticker = _ticker(loop, delay)
         self.ticker.add(loop, self)
 
     def step(self) -> None:
-        chunk = self.pending
-        self.pending = following = next(self.chunks, _END)
+        chunk = self.next()
+        if chunk is _END:  # disposed while a step was due
+            return
         observer = self.observer
         if isinstance(chunk, BaseException):
             observer.on_error(_as_exception(chunk))
             return
-        more = following is not _END
+        more = self.more()
         # Queue the next chunk before on_next, which may dispose (then it is skipped).
         if more:
             ticker = self.ticker
             # Steps run inside the ticker's fire(), which re-arms the timer at its end:
             # the chunk only joins the queue (add() stays for a step run any other way).
             if ticker.armed:
-                ticker.queue.append((ticker.clock() + ticker.delay, self))
+                self.due = ticker.clock() + ticker.delay
+                ticker.queue.append(self)
             else:
                 ticker.add(ticker.loop, self)
         observer.on_next(chunk)
@@ -278,10 +317,12 @@ class _Timed(rxabc.DisposableBase):
 
     def dispose(self) -> None:
         # Any thread: the ticker skips a disposed playback when its chunk is due; the
-        # call's observer and chunks are let go now, not then.
+        # call's observer and messages are let go now, not then.
         self.disposed = True
         self.observer = _DROPPED
-        self.chunks = iter(())
+        self.messages = ()
+        self.items = []
+        self.index = 2  # past the end of no items: a step still due makes nothing
 
 
 class _Dropped:
@@ -323,13 +364,13 @@ class _Ticker:
         self.clock: Callable[[], float] = time.monotonic \
             if base_time is asyncio.BaseEventLoop.time else loop.time
         self.delay = delay
-        self.queue: deque[tuple[float, _Timed]] = deque()
+        self.queue: deque[_Timed] = deque()
         self.armed = False
         self.context = contextvars.Context()
 
     def add(self, loop: asyncio.AbstractEventLoop, timed: _Timed) -> None:
-        due = self.clock() + self.delay
-        self.queue.append((due, timed))
+        due = timed.due = self.clock() + self.delay
+        self.queue.append(timed)
         if not self.armed:
             self.armed = True
             loop.call_at(due, self.fire, context=self.context)
@@ -338,8 +379,8 @@ class _Ticker:
         loop, queue = self.loop, self.queue
         end = self.clock() + _RESOLUTION
         # A step queues its next chunk ``delay`` (> 0) later: past ``end``.
-        while queue and queue[0][0] <= end:
-            timed = queue.popleft()[1]
+        while queue and queue[0].due <= end:
+            timed = queue.popleft()
             if timed.disposed:
                 continue
             try:
@@ -352,7 +393,7 @@ class _Ticker:
                     "exception": exc,
                 })
         if queue:
-            loop.call_at(queue[0][0], self.fire, context=self.context)
+            loop.call_at(queue[0].due, self.fire, context=self.context)
         else:
             self.armed = False
 
