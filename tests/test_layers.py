@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rx_agent"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("data", ("rx_agent._version", "rx_agent._record", "rx_agent._keywords",
               "rx_agent._event_base", "rx_agent._event_hitl", "rx_agent._text", "rx_agent._rx",
-              "rx_agent._publish",
+              "rx_agent._publish", "rx_agent._history",
               "rx_agent.message", "rx_agent.permissions", "rx_agent.event", "rx_agent.options",
               "rx_agent.errors")),
     ("context", ("rx_agent.context", "rx_agent.session")),

@@ -20,6 +20,7 @@ from reactivex import Observable
 from reactivex import abc as rxabc
 from reactivex.disposable import Disposable
 
+from .._history import History, snapshot
 from .._record import new_id
 from .._rx import DirectObservable, on_loop, subscribe_observer
 from .._text import check_value, is_clean
@@ -141,6 +142,8 @@ class ReActLoop:
         instead of a paused batch's answer closes that batch); the resume event, if
         the call answers a pause. The driver's first check follows."""
         self.state = state
+        if type(state.context) is not History:  # once per state object (see _history.py)
+            state.context = History(state.context)
         resume = inp.resume
         if not is_clean(messages):  # bad text never enters the context
             for i, m in enumerate(messages):
@@ -153,11 +156,10 @@ class ReActLoop:
         state.context.extend(messages)
         return resume
 
-    def model_messages(self) -> tuple[Msg, ...]:
-        """What a round shows the model: the system prompt, then the context."""
-        if self.system_msg is not None:
-            return (self.system_msg, *self.state.context)
-        return tuple(self.state.context)
+    def model_messages(self) -> Sequence[Msg]:
+        """What a round shows the model: the system prompt, then the context (a view
+        of it, not a copy: ``_history.py``)."""
+        return snapshot(self.system_msg, self.state.context)
 
     def close(self) -> None:
         """At the call's end: drop the chains (they hold this loop's bound cores, a

@@ -101,9 +101,10 @@ def _accessor_fix(tb: TracebackType, type_name: str) -> str | None:
     kind = "a field" if name in fields or dataclasses.is_dataclass(owner) else "an attribute"
     text = ast.unparse(call.func)
     article = "an" if type_name[:1] in "aeiouAEIOU" else "a"
+    held = (f"{article} {type_name}" if type_name != "HistoryView"
+            else "a read-only sequence of messages")  # the runtime's snapshot of the context
     return (f"{name} is {kind}: write {text}, without the parentheses of Java's record "
-            f"accessor ({cls.__name__}.{name} holds {article} {type_name}, which cannot be "
-            "called)")
+            f"accessor ({cls.__name__}.{name} holds {held}, which cannot be called)")
 
 
 def _segment(filename: str, line: int, end_line: int, col: int, end_col: int) -> str:

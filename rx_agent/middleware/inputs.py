@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from .._history import HistoryView
 from .._keywords import refuse_unknown_keywords, unknown_keyword_error
 from .._record import install_java_names
 from ..event import ExternalExecutionResultEvent, UserConfirmResultEvent
@@ -42,6 +43,13 @@ def _tuple(record: object, name: str) -> None:
                 f"{type(record).__name__}.{name} must be a sequence, not {type(value).__name__}"
             )
         object.__setattr__(record, name, tuple(value))
+
+
+def _messages(record: object) -> None:
+    """A model input's messages: a tuple, or the runtime's view of the context (a
+    snapshot that copies nothing: ``rx_agent._history``); any other sequence is copied."""
+    if type(record.messages) is not HistoryView:  # type: ignore[attr-defined]
+        _tuple(record, "messages")
 
 
 def _tools(record: ReasoningInput | ModelCallInput) -> None:
@@ -82,16 +90,19 @@ class ReasoningInput(_WithMixin):
 
     ``messages`` starts with the system message (when there is one) followed by the
     session context; edits here reach the model but are not written to the context.
+    It is a read-only sequence: a tuple, or the runtime's snapshot of the context
+    (indexing, slices, ``len``, iteration and ``+`` as a tuple's), never changed by the
+    session after the round began.
     """
 
-    messages: tuple[Msg, ...]
+    messages: Sequence[Msg]
     tools: tuple[ToolSchema, ...] = ()
     options: GenerateOptions = field(default_factory=GenerateOptions)
     iteration: int = 1
 
     def __post_init__(self) -> None:
         if type(self.messages) is not tuple:
-            _tuple(self, "messages")
+            _messages(self)
         if type(self.tools) is not tuple:
             _tools(self)
 
@@ -113,14 +124,15 @@ class ModelCallInput(_WithMixin):
     # AgentScope Python's ``next_handler(current_model=...)`` is ``with_(model=...)``.
     __keyword_hints__: ClassVar[dict[str, str]] = {"current_model": "model"}
 
-    messages: tuple[Msg, ...]
+    messages: Sequence[Msg]
+    """A read-only sequence, as :attr:`ReasoningInput.messages`."""
     tools: tuple[ToolSchema, ...]
     options: GenerateOptions
     model: ModelLike
 
     def __post_init__(self) -> None:
         if type(self.messages) is not tuple:
-            _tuple(self, "messages")
+            _messages(self)
         if type(self.tools) is not tuple:
             _tools(self)
 

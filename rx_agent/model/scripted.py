@@ -121,7 +121,7 @@ class ScriptedModel(ChatModel):
     ) -> list[Any] | BaseException:
         with self._lock:
             index = len(self.calls)
-            self.calls.append(ModelCallInput(tuple(messages), tuple(tools), options, self))
+            self.calls.append(ModelCallInput(messages, tuple(tools), options, self))
             if index >= len(self._script):
                 return ScriptExhaustedError(
                     f"ScriptedModel {self.name!r} has no response for call #{index + 1}: "

@@ -30,6 +30,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from .._history import History
 from ..context import AgentState
 from ..message import Msg
 
@@ -59,7 +60,7 @@ class Served:
 def detach(state: AgentState) -> AgentState:
     """A state sharing ``state``'s message objects but none of its containers."""
     return state.model_copy(update={
-        "context": list(state.context),
+        "context": History(state.context),
         "pending": copy.deepcopy(state.pending),
         "permission_rules": copy.deepcopy(state.permission_rules),
         "data": copy.deepcopy(state.data),

@@ -243,7 +243,8 @@ def _field_message(name: str, owner: str, held: str, middleware: str, point: str
 
 def test_a_java_accessor_on_an_input_record_says_it_is_a_field() -> None:
     message = _failure(_JavaAccessors("messages"))
-    assert message == _field_message("messages", "ModelCallInput", "a tuple", "_JavaAccessors",
+    assert message == _field_message("messages", "ModelCallInput",
+                                     "a read-only sequence of messages", "_JavaAccessors",
                                      "on_model_call")
 
 
@@ -255,7 +256,8 @@ def test_a_java_accessor_on_the_model_field_says_it_is_a_field() -> None:
 
 def test_a_java_accessor_in_an_async_hook_says_it_is_a_field() -> None:
     message = _failure(_AsyncAccessor())
-    assert message == _field_message("messages", "ReasoningInput", "a tuple", "_AsyncAccessor",
+    assert message == _field_message("messages", "ReasoningInput",
+                                     "a read-only sequence of messages", "_AsyncAccessor",
                                      "on_reasoning")
 
 
@@ -293,7 +295,7 @@ def test_any_other_type_error_of_a_hook_is_left_as_it_is() -> None:
     with pytest.raises(TypeError) as info:
         agent.call_sync("hi")
     assert info.value is boom
-    assert _failure(Calls()) == "'tuple' object is not callable"
+    assert _failure(Calls()) == "'HistoryView' object is not callable"
 
 
 # -- a callback in a hook's stream that raises ----------------------------------------------------
