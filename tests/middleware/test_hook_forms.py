@@ -336,7 +336,8 @@ def test_the_model_call_input_type_is_checked_on_next_apply_too() -> None:
             return next.apply(input.messages)
 
     agent = make_agent(ScriptedModel(["x"]), middlewares=[Wrong()])
-    with pytest.raises(TypeError, match="next\\(\\) was given HistoryView, expected ModelCallInput"):
+    expected = "next\\(\\) was given HistoryView, expected ModelCallInput"
+    with pytest.raises(TypeError, match=expected):
         agent.call_sync("hi")
 
 
