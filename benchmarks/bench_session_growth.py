@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import os
 import statistics
 import sys
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres-url", help="use this PostgreSQL instead of starting one")
     parser.add_argument("--calls", type=int, default=30, help="timed calls per length")
     parser.add_argument("--stores", help="comma-separated names from STORES (default: all)")
+    parser.add_argument("--json", help="also write the figures (CPU ms per call) to this file")
     args = parser.parse_args(argv)
     turns = (10, 100) if args.smoke else TURNS
     calls = 3 if args.smoke else args.calls
@@ -207,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
             ratios.append(f"{n:,}/{base:,} {ratio:5.2f}x{verdict}")
         print(f"  {name:<7} " + "   ".join(cells) + "   " + "   ".join(ratios))
     print("  targets: " + ", ".join(f"{n:,}/{base:,} <= {t}x" for n, t in TARGETS.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            name: {**{f"turn {n}": r[n][0] * 1e3 for n in turns},
+                   **{f"{n}/{base}": r[n][0] / r[base][0] for n in turns[1:]}}
+            for name, r in results.items()}, indent=2))
     return 1 if failed else 0
 
 

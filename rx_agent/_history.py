@@ -12,6 +12,11 @@ covers, and every other change of the list (``h[i] = m``, ``del``, ``insert``, `
 slice assignment, ``sort``, ...) first gives the views still alive a tuple of what they
 cover. So a view a middleware or a model keeps (``ScriptedModel.calls``) shows what
 that round saw, whatever the session did after.
+
+A History also carries a *lineage*: a token that every change but an append replaces.
+While a list holds the token a store's snapshot recorded with ``n`` messages, its first
+``n`` messages are still the very objects stored, so a save finds what it must write
+without comparing the session (``rx_agent.session._delta``).
 """
 
 from __future__ import annotations
@@ -35,17 +40,36 @@ class History(list["Msg"]):
     Appends and extends are the list's own (C speed, no check); a change anywhere else
     first freezes the views taken of it."""
 
-    __slots__ = ("_views",)
+    __slots__ = ("_lineage", "_views")
 
     def __init__(self, items: Iterable[Msg] = ()) -> None:
         super().__init__(items)
         self._views: list[weakref.ref[HistoryView]] = []
+        self._lineage = object()
+
+    @property
+    def lineage(self) -> object:
+        """The token of this list's run of appends (replaced by any other change)."""
+        return self._lineage
+
+    def handover(self) -> History:
+        """A copy that continues this list's lineage; this list starts a new one (two
+        lists holding one token could append different messages after it)."""
+        heir = History(self)
+        heir._lineage, self._lineage = self._lineage, object()
+        return heir
 
     def _watch(self, view: HistoryView) -> None:
         views = self._views
         if len(views) >= _PRUNE:
             views[:] = [ref for ref in views if ref() is not None]
         views.append(weakref.ref(view))
+
+    def _changed(self) -> None:
+        """Before a change other than an append: a new lineage, and the views frozen."""
+        self._lineage = object()
+        if self._views:
+            self._freeze()
 
     def _freeze(self) -> None:
         """Give every live view of this list a tuple of what it covers."""
@@ -62,49 +86,40 @@ class History(list["Msg"]):
     # Every mutator but append / extend / += (which leave a view's prefix alone).
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if self._views:
-            self._freeze()
+        self._changed()
         super().__setitem__(index, value)
 
     def __delitem__(self, index: SupportsIndex | slice) -> None:
-        if self._views:
-            self._freeze()
+        self._changed()
         super().__delitem__(index)
 
     def __imul__(self, times: SupportsIndex) -> History:
-        if self._views:
-            self._freeze()
+        self._changed()
         super().__imul__(times)
         return self
 
     def insert(self, index: SupportsIndex, value: Msg) -> None:
-        if self._views:
-            self._freeze()
+        self._changed()
         super().insert(index, value)
 
     def pop(self, index: SupportsIndex = -1) -> Msg:
-        if self._views:
-            self._freeze()
+        self._changed()
         return super().pop(index)
 
     def remove(self, value: Msg) -> None:
-        if self._views:
-            self._freeze()
+        self._changed()
         super().remove(value)
 
     def clear(self) -> None:
-        if self._views:
-            self._freeze()
+        self._changed()
         super().clear()
 
     def sort(self, *args: Any, **kwargs: Any) -> None:
-        if self._views:
-            self._freeze()
+        self._changed()
         super().sort(*args, **kwargs)
 
     def reverse(self) -> None:
-        if self._views:
-            self._freeze()
+        self._changed()
         super().reverse()
 
     # A copy or a pickle is a plain History of the same messages, without the views.

@@ -58,9 +58,12 @@ class Served:
 
 
 def detach(state: AgentState) -> AgentState:
-    """A state sharing ``state``'s message objects but none of its containers."""
+    """A state sharing ``state``'s message objects but none of its containers. The
+    copy's list continues the lineage of ``state``'s (the store's snapshot of the
+    save just made stands for it), so the next call's save compares nothing."""
+    context = state.context
     return state.model_copy(update={
-        "context": History(state.context),
+        "context": context.handover() if type(context) is History else History(context),
         "pending": copy.deepcopy(state.pending),
         "permission_rules": copy.deepcopy(state.permission_rules),
         "data": copy.deepcopy(state.data),

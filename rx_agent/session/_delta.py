@@ -22,8 +22,15 @@ Editing an older message in place is invisible to that check: call
 save by any durable store rewrites from that message on. The marks live beside
 the state object in this process (they are not saved).
 
-A save therefore costs what changed plus a small constant (a C-speed pointer
-compare over the context, at most the tail serialised), not the session's length.
+The prefix check itself costs nothing while the context is the
+:class:`~rx_agent._history.History` a call runs on and it only appended since the
+snapshot: the snapshot recorded the list's lineage token, which any other change of
+the list replaces. Otherwise it is a C-speed pointer compare (while the stored objects
+are alive) or an id compare. The snapshots' id lists grow in place along a lineage (a
+snapshot reads the first ``n``), so a save copies none.
+
+A save therefore costs what changed plus a small constant (at most the tail
+serialised), not the session's length.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .._history import History
 from ..context import AgentState
 from ..message import Msg
 
@@ -87,13 +95,24 @@ class Snapshot:
 
     version: int
     ids: list[str]
+    """The stored message ids: the first :attr:`n` of this list (a later snapshot of
+    the same lineage may have appended its own after them)."""
     tail_start: int
     tail: list[str]
-    """The stored JSON of ``ids[tail_start:]``."""
+    """The stored JSON of ``ids[tail_start:n]``."""
     objs: list[Msg] | None = field(default=None, compare=False)
-    """The message objects stored (dropped when their state object dies)."""
+    """The message objects stored (dropped when their state object dies; not kept
+    when :attr:`lineage` stands for them)."""
     changed_from: int = field(default=0, compare=False)
     """The first position the write that made this snapshot rewrote (a load: 0)."""
+    lineage: object | None = field(default=None, compare=False)
+    """The lineage token of the :class:`~rx_agent._history.History` stored."""
+    n: int = -1
+    """How many messages are stored (``-1``: ``len(ids)``)."""
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            self.n = len(self.ids)
 
 
 def snapshot_of(
@@ -109,7 +128,10 @@ def snapshot_of(
     start = max(n - len(bodies), _window_start(roles, n))
     tail = [b.decode("utf-8") if isinstance(b, bytes) else b
             for b in bodies[len(bodies) - (n - start):]]
-    return Snapshot(version, ids, start, tail, list(objs) if objs is not None else None)
+    lineage = objs.lineage if type(objs) is History else None
+    return Snapshot(version, ids, start, tail,
+                    list(objs) if objs is not None and lineage is None else None,
+                    lineage=lineage)
 
 
 def window_start(roles: Sequence[str] | MessageRoles, n: int) -> int:
@@ -124,17 +146,42 @@ class Delta:
     bodies: list[str]
     """JSON of ``context[start:]``."""
     ids: list[str]
+    """The ids of the messages stored after the write: the first :attr:`n`."""
     tail_start: int
     tail: list[str]
-    objs: list[Msg]
+    objs: list[Msg] | None
+    lineage: object | None
+    n: int
 
     def snapshot(self, version: int) -> Snapshot:
-        return Snapshot(version, self.ids, self.tail_start, self.tail, self.objs, self.start)
+        return Snapshot(version, self.ids, self.tail_start, self.tail, self.objs, self.start,
+                        self.lineage, self.n)
+
+
+_grow_lock = threading.Lock()
+
+
+def _ids_after(old: Snapshot, start: int, context: list[Msg]) -> list[str]:
+    """``old``'s first ``start`` ids, then the ids of ``context[start:]``: ``old``'s own
+    list grown in place when ``start`` is its end and no other snapshot grew it."""
+    new = [m.id for m in context[start:]]
+    ids = old.ids
+    if start == old.n:
+        with _grow_lock:  # two saves from one snapshot: the first grows, the other copies
+            if len(ids) == start:
+                ids.extend(new)
+                return ids
+    return ids[:start] + new
 
 
 def _common_prefix(old: Snapshot, context: list[Msg]) -> tuple[int, list[str] | None]:
     """How many leading messages ``old`` already holds, and the context's ids when
     they had to be read (``None``: the prefix is ``old``'s very objects)."""
+    stored_n = old.n
+    # The list only appended since the snapshot recorded its lineage: no compare.
+    if (old.lineage is not None and type(context) is History
+            and context.lineage is old.lineage and len(context) >= stored_n):
+        return stored_n, None
     objs = old.objs
     # A list compare: C-speed pointer checks while the objects are the very ones
     # stored; a different object counts as unchanged only if equal (pydantic compares
@@ -143,8 +190,8 @@ def _common_prefix(old: Snapshot, context: list[Msg]) -> tuple[int, list[str] | 
                              len(context) > len(objs) and context[:len(objs)] == objs):
         return len(objs), None
     ids = [m.id for m in context]
-    stored = old.ids
-    common = len(stored)
+    stored = old.ids if len(old.ids) == stored_n else old.ids[:stored_n]
+    common = stored_n
     if len(ids) < common or ids[:common] != stored:
         common = next((i for i, (a, b) in enumerate(zip(ids, stored, strict=False)) if a != b),
                       min(len(ids), common))
@@ -153,6 +200,9 @@ def _common_prefix(old: Snapshot, context: list[Msg]) -> tuple[int, list[str] | 
 
 def compute_delta(old: Snapshot | None, context: list[Msg], marked: frozenset[str]) -> Delta:
     """What to write to turn ``old`` (``None``: unknown, rewrite all) into ``context``."""
+    # Read before the length: a change made meanwhile replaces the token, so this
+    # snapshot's lineage would never match again (an append leaves the prefix alone).
+    lineage = context.lineage if type(context) is History else None
     n = len(context)
     bodies: dict[int, str] = {}
     start, ids = 0, None
@@ -170,10 +220,10 @@ def compute_delta(old: Snapshot | None, context: list[Msg], marked: frozenset[st
                 common = i
                 break
         start = common
-        if ids is None and start == n == len(old.ids):
-            ids = old.ids  # nothing changed: the very list (snapshots never edit theirs)
+        if ids is None and start == n == old.n:
+            ids = old.ids  # nothing changed: the very list (its first n are the same)
         elif ids is None:  # the stored prefix is unchanged: reuse its ids
-            ids = old.ids[:start] + [m.id for m in context[start:]]
+            ids = _ids_after(old, start, context)
     if ids is None:
         ids = [m.id for m in context]
     written = [bodies.get(i) or context[i].model_dump_json() for i in range(start, n)]
@@ -182,10 +232,13 @@ def compute_delta(old: Snapshot | None, context: list[Msg], marked: frozenset[st
     for i in range(tail_start, n):
         known_body = written[i - start] if i >= start else bodies.get(i)
         tail.append(known_body if known_body is not None else context[i].model_dump_json())
-    # The objects stored, as a list of their own; the previous one when nothing changed.
-    kept = old.objs if old is not None else None
-    objs = kept if kept is not None and start == n == len(kept) else list(context)
-    return Delta(start, written, ids, tail_start, tail, objs)
+    # The objects stored, as a list of their own (the previous one when nothing
+    # changed); none when the lineage stands for them.
+    objs: list[Msg] | None = None
+    if lineage is None:
+        kept = old.objs if old is not None else None
+        objs = kept if kept is not None and start == n == len(kept) else list(context)
+    return Delta(start, written, ids, tail_start, tail, objs, lineage, n)
 
 
 class SnapshotCache:
@@ -231,7 +284,7 @@ class SnapshotCache:
                 gone, _ = self._items.popitem(last=False)
                 self._owners.pop(gone, None)
                 self._low.pop(gone, None)
-            if owner is None or self._owners.get(key) == ident:
+            if owner is None or snap.objs is None or self._owners.get(key) == ident:
                 return
             self._owners[key] = ident
         weakref.finalize(owner, self._orphan, key, ident)

@@ -244,7 +244,7 @@ class PostgresSessionStore(SessionBackend):
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (user_id, session_id) DO UPDATE "
                 "SET version = excluded.version, head = excluded.head, msg_count = "
                 "excluded.msg_count, updated_at = excluded.updated_at",
-                (key.user_id, key.session_id, version, head, len(delta.ids), time.time()))
+                (key.user_id, key.session_id, version, head, delta.n, time.time()))
         self._cache.put(key, delta.snapshot(version), state)
         return version
 

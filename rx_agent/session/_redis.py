@@ -303,8 +303,8 @@ class RedisSessionStore(SessionBackend):
                 status, actual = yield _Call("save", keys, [
                     -1 if expected is None else expected,
                     -2 if base is None else base.version,
-                    0 if base is None else len(base.ids),
-                    delta.start, head, len(delta.ids), key.user_id, key.session_id,
+                    0 if base is None else base.n,
+                    delta.start, head, delta.n, key.user_id, key.session_id,
                     repr(time.time()), *delta.bodies,
                 ], key)
                 if status == 1:
