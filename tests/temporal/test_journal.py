@@ -33,7 +33,7 @@ from rx_agent.session import ANONYMOUS_USER, SessionKey, SessionStore
 from rx_agent.temporal import TemporalAgent, TemporalCallError, Timeouts, connect
 
 from .conftest import Workers
-from .test_temporal import _crash_script, _final, _lines, _until
+from .test_temporal import _crash_script, _final, _lines, _serve_quick, _until
 
 __all__ = ["redis_url"]
 
@@ -176,12 +176,7 @@ def test_serve_on_temporal_sends_the_journals_ids_and_resumes_on_another_server(
 
     from rx_agent.serve._cli import ServeConfig, build_app
 
-    counts = Path(workers.env["RX_TEST_COUNTS"])
-    (counts / "release").touch()
-    model_server.script(
-        Reply([tool_call(0, id="q1", name="quick", arguments='{"x": 5}')],
-              finish_reason="tool_calls"),
-        Reply([text("quick "), text("5.")]))
+    counts = _serve_quick(workers, model_server, "quick ", "5.")
     workers.start("temporal_agents:build_shared", "--store", shared)
     monkeypatch.setenv("RX_TEST_MODEL_URL", model_server.url)
     monkeypatch.setenv("RX_TEST_COUNTS", str(counts))

@@ -88,6 +88,18 @@ def _crash_script() -> list[Reply]:
     ]
 
 
+def _serve_quick(workers: Workers, model_server: OpenAIServer, *answer: str) -> Path:
+    """A served call's script: the quick tool (released), then ``answer`` as chunks; the
+    test counts' directory."""
+    counts = Path(workers.env["RX_TEST_COUNTS"])
+    (counts / "release").touch()
+    model_server.script(
+        Reply([tool_call(0, id="q1", name="quick", arguments='{"x": 5}')],
+              finish_reason="tool_calls"),
+        Reply([text(piece) for piece in answer]))
+    return counts
+
+
 async def test_a_call_survives_a_worker_killed_while_its_tool_runs(
     workers: Workers, model_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -289,12 +301,7 @@ def test_serve_with_the_temporal_engine_starts_each_call_as_a_workflow(
 
     from rx_agent.serve._cli import ServeConfig, ServeError, build_app
 
-    counts = Path(workers.env["RX_TEST_COUNTS"])
-    (counts / "release").touch()
-    model_server.script(
-        Reply([tool_call(0, id="q1", name="quick", arguments='{"x": 5}')],
-              finish_reason="tool_calls"),
-        Reply([text("quick 5.")]))
+    counts = _serve_quick(workers, model_server, "quick 5.")
     served = workers.start("temporal_agents:build")
     monkeypatch.setenv("RX_TEST_MODEL_URL", model_server.url)
     monkeypatch.setenv("RX_TEST_COUNTS", str(counts))
