@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -25,6 +26,16 @@ def not_an_agent(store):
     return 42
 number = 7
 '''
+
+
+@pytest.fixture
+def collector() -> Any:
+    """The collector's settings as the test found them, restored after (the worker app
+    tunes them for its process: here, the test run's)."""
+    threshold = gc.get_threshold()
+    yield
+    gc.set_threshold(*threshold)
+    gc.unfreeze()
 
 
 @pytest.fixture
@@ -62,11 +73,16 @@ def test_serve_reports_bad_settings_in_one_line(
 
 
 def test_the_worker_app_is_built_from_the_parents_settings(
-    target_dir: Path, monkeypatch: pytest.MonkeyPatch, live: Any
+    target_dir: Path, monkeypatch: pytest.MonkeyPatch, live: Any, collector: Any
 ) -> None:
     config = ServeConfig(target="served_here:no_store", tokens={"worker-token-1": "ann"})
     monkeypatch.setenv(CONFIG_ENV, json.dumps(config.__dict__))
-    server = live(worker_app())
+    gc.set_threshold(700, 10, 10)
+    gc.unfreeze()
+    app = worker_app()
+    # The server's process: what it loaded is frozen, young collections are rarer.
+    assert gc.get_freeze_count() > 0 and gc.get_threshold() == (50_000, 20, 20)
+    server = live(app)
     r = httpx.post(server.url + "/v1/sessions/x/messages", json={"message": "hey"},
                    headers={"Authorization": "Bearer worker-token-1",
                             "Accept": "application/json"})
