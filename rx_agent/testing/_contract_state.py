@@ -24,7 +24,7 @@ from ..session import (
     save_with_policy,
 )
 
-__all__ = ["KEY", "StateContract", "arun", "round_msgs", "state_with", "texts"]
+__all__ = ["KEY", "Opened", "StateContract", "arun", "round_msgs", "state_with", "texts"]
 
 T = TypeVar("T")
 KEY = SessionKey("alice", "chat-1")
@@ -78,8 +78,8 @@ def _diverged(store: Any) -> tuple[AgentState, int]:
     return mine, version
 
 
-class StateContract:
-    """What every store does with state (the base of :class:`StoreContract`)."""
+class Opened:
+    """The ``opener`` a contract class must be given, and the ``store`` it opens per test."""
 
     @pytest.fixture
     def opener(self) -> Callable[[], Any]:
@@ -95,6 +95,10 @@ class StateContract:
         close = getattr(made, "close", None)
         if close is not None:
             close()
+
+
+class StateContract(Opened):
+    """What every store does with state (the base of :class:`StoreContract`)."""
 
     def test_implements_both_protocols(self, store: Any) -> None:
         assert isinstance(store, SessionStore)

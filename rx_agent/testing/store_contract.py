@@ -30,6 +30,18 @@ opens the store under test. Every test method is inherited::
     opener must be picklable (``functools.partial``, a module-level function) and
     each call must open the *same* storage (not a fresh temporary one).
 
+:class:`JournalContract`
+    A store's run journal (``store.journal()``): consecutive numbers per session,
+    reads from a point, locating an SSE id, retention by count and by age with
+    :class:`~rx_agent.session.JournalExpiredError` past it, and
+    ``subscribe_durable_events`` live and from a point. ``trim_slack`` (0) is how many
+    entries past ``max_events`` it may keep (a journal that drops whole batches).
+:class:`SharedJournalContract`
+    A journal other store objects share: all of the above, plus a reader on a second
+    store object following a writer's appends live. Mix either into the store's class
+    (``class TestMyStore(DurableStoreContract, SharedJournalContract)``) or give it a
+    class of its own.
+
 The tests open a fresh store per test from ``opener`` and close it after (``close``),
 and run coroutines on a fresh event loop with ``asyncio.run`` (closing that loop's
 clients with ``aclose``), so no async pytest plugin is needed. Each test expects an
@@ -48,12 +60,15 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
                       ) from exc
 
 from ._contract_durable import SharingContract
+from ._contract_journal import JournalContract, SharedJournalContract
 from ._contract_leases import LeaseContract
 from ._contract_state import KEY, StateContract, arun, round_msgs, state_with, texts
 
 __all__ = [
     "KEY",
     "DurableStoreContract",
+    "JournalContract",
+    "SharedJournalContract",
     "StoreContract",
     "arun",
     "round_msgs",
