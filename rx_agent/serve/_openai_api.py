@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -231,11 +230,15 @@ class OpenAIRoutes:
 
 async def _free(agent: Any, key: SessionKey, timeout: float = 10.0) -> None:
     """Wait until the agent no longer holds ``key`` (a disposed call saves its state
-    after the answer ended)."""
+    after the answer ended), at most ``timeout`` seconds: queued on the session's slot
+    (woken when it is released, no polling), then handing it straight back."""
     slots = agent._slots  # the agent's in-process session slots
-    deadline = time.monotonic() + timeout
-    while slots.active(key) is not None and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    mine = object()
+    try:
+        await asyncio.wait_for(slots.acquire(key, mine), timeout)
+    except TimeoutError:
+        return  # a call still holds it: the caller goes on with what is stored
+    slots.release(key, mine)
 
 
 def routes(service: Service) -> list[Route]:

@@ -381,3 +381,25 @@ def test_rx_agent_serve_no_openai_turns_the_routes_off(
     body = {"model": "echo", "messages": [{"role": "user", "content": "hi"}]}
     assert httpx.post(on.url + "/v1/chat/completions", json=body).status_code == 200
     assert httpx.post(off.url + "/v1/chat/completions", json=body).status_code == 404
+
+
+async def test_a_stateless_cleanup_waits_for_the_call_to_free_its_session() -> None:
+    import asyncio
+
+    from rx_agent.serve._openai_api import _free
+    from rx_agent.session import SessionKey
+
+    agent = ReActAgent(name="a", model=ScriptedModel(["x"]))
+    key = SessionKey("u", "tmp")
+    await asyncio.wait_for(_free(agent, key), 1)  # nobody holds it: at once
+    run = object()
+    assert agent._slots.try_acquire(key, run)
+    waiting = asyncio.create_task(_free(agent, key))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # the disposed call still holds the session
+    agent._slots.release(key, run)
+    await asyncio.wait_for(waiting, 1)  # woken by the release
+    assert agent._slots.active(key) is None  # and handed straight back
+    assert agent._slots.try_acquire(key, run)
+    await _free(agent, key, timeout=0.05)  # a holder that never lets go: it gives up
+    assert agent._slots.active(key) is run
