@@ -45,13 +45,6 @@ def _tuple(record: object, name: str) -> None:
         object.__setattr__(record, name, tuple(value))
 
 
-def _messages(record: object) -> None:
-    """A model input's messages: a tuple, or the runtime's view of the context (a
-    snapshot that copies nothing: ``rx_agent._history``); any other sequence is copied."""
-    if type(record.messages) is not HistoryView:  # type: ignore[attr-defined]
-        _tuple(record, "messages")
-
-
 def _tools(record: ReasoningInput | ModelCallInput) -> None:
     if type(record.tools) is not tuple:
         if record.tools is None:  # Java normalizes null tools to an empty list
@@ -101,8 +94,9 @@ class ReasoningInput(_WithMixin):
     iteration: int = 1
 
     def __post_init__(self) -> None:
-        if type(self.messages) is not tuple:
-            _messages(self)
+        kind = type(self.messages)
+        if kind is not tuple and kind is not HistoryView:  # the context view copies nothing
+            _tuple(self, "messages")
         if type(self.tools) is not tuple:
             _tools(self)
 
@@ -131,8 +125,9 @@ class ModelCallInput(_WithMixin):
     model: ModelLike
 
     def __post_init__(self) -> None:
-        if type(self.messages) is not tuple:
-            _messages(self)
+        kind = type(self.messages)
+        if kind is not tuple and kind is not HistoryView:  # the context view copies nothing
+            _tuple(self, "messages")
         if type(self.tools) is not tuple:
             _tools(self)
 
