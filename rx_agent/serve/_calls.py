@@ -251,6 +251,18 @@ class CallResponse:
             if not call.detached:
                 await call.finish("disconnected")  # a no-op when the call finished itself
 
+    async def _wait(self, send: Send) -> tuple[int, Any]:
+        """The call's next signal, once the inbox is empty (the SSE and OpenAI streams
+        call it only then, not per event as :meth:`_signals`' generator runs), an SSE
+        keepalive comment sent after each ``KEEPALIVE`` seconds of silence."""
+        pump = self.call.pump
+        while not await pump.wait(KEEPALIVE):
+            await send({"type": "http.response.body", "body": b": keepalive\n\n",
+                        "more_body": True})
+        signal = pump.ready()
+        assert signal is not None  # wait() is true only with a signal there
+        return signal
+
     async def _signals(self) -> Any:
         call = self.call
         while True:
@@ -271,15 +283,7 @@ class CallResponse:
         send = self.body_send or send
         pump = call.pump
         while True:
-            signal = pump.ready()
-            if signal is None:
-                # Waited on the inbox itself (not through _signals()): two coroutines
-                # fewer per event, which the young-generation collections would walk.
-                if not await pump.wait(KEEPALIVE):
-                    await send({"type": "http.response.body", "body": b": keepalive\n\n",
-                                "more_body": True})
-                    continue
-                signal = pump.ready()
+            signal: tuple[int, Any] | None = pump.ready() or await self._wait(send)
             # Under load events queue up: whatever is buffered goes out in one write,
             # encoded once.
             frames: list[str] = []

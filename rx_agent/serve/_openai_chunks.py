@@ -27,7 +27,6 @@ from ..event import (
     ThinkingBlockDeltaEvent,
 )
 from ..message import GenerateReason, ToolUseBlock
-from . import _calls
 from ._calls import _ERROR, _NEXT, Call, CallResponse
 from ._errors import from_exception
 from ._openai_request import as_openai
@@ -154,13 +153,7 @@ class OpenAIAnswer(CallResponse):
         frames: list[str] = [head + '"role":"assistant","content":""' + tail]
         pump = call.pump
         while True:
-            signal = pump.ready()
-            if signal is None:  # waited on the inbox itself, as CallResponse._sse does
-                if not await pump.wait(_calls.KEEPALIVE):  # (read late: tests shorten it)
-                    await send({"type": "http.response.body", "body": b": keepalive\n\n",
-                                "more_body": True})
-                    continue
-                signal = pump.ready()
+            signal: tuple[int, Any] | None = pump.ready() or await self._wait(send)
             while signal is not None:  # whatever is buffered goes out in one write
                 kind, event = signal
                 if kind != _NEXT:
