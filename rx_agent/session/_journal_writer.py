@@ -79,18 +79,11 @@ class JournalWriter:
             return
         self.count = index + 1
         item = (index, type_, data, time.time())
-        if self._now is not None and self._task is None and not self._items:
-            try:  # the usual case: nothing waits, no list to swap
-                self._now(self.key, self.run_id, [item])
-            except Exception as exc:
-                self._failed(exc, [item])
-            else:
-                self._failures = 0
+        if self._now is not None and self._task is None:  # no batch on its way
+            self._append_now(item)
             return
         self._items.append(item)
-        if self._now is not None and self._task is None:  # no batch on its way
-            self._append_now()
-        elif self._task is None:
+        if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain())
         elif len(self._items) >= self.batch:
             self._wake()
@@ -119,10 +112,12 @@ class JournalWriter:
         finally:
             self._task = None
 
-    def _append_now(self) -> None:
+    def _append_now(self, item: Item) -> None:
+        """Append ``item`` at once, after what a failed append left waiting."""
         now = self._now
         assert now is not None
         items, self._items = self._items, []
+        items.append(item)
         try:
             now(self.key, self.run_id, items)
         except Exception as exc:
@@ -175,9 +170,11 @@ class JournalWriter:
         if self.broken:
             return
         self._closing = True
-        self._items.append(end_item(self.count, status, error))
+        end = end_item(self.count, status, error)
         if self._now is not None and self._task is None:
-            self._append_now()
+            self._append_now(end)
+        else:
+            self._items.append(end)
         await self.flush()
 
 
