@@ -26,9 +26,14 @@ class _Appends(Protocol):
     async def _put(self, key: SessionKey, run_id: str, items: list[Item]) -> int: ...
 
 
-def end_item(index: int, status: str, error: str | None = None) -> Item:
-    """The entry that closes a run whose events were ``0 .. index - 1``."""
-    return (index, RUN_END, json.dumps({"status": status, "error": error}), time.time())
+def end_item(index: int, status: str, error: str | None = None, *, kind: str | None = None,
+             at: float | None = None) -> Item:
+    """The entry that closes a run whose events were ``0 .. index - 1`` (``kind``: the
+    failure's type when ``error`` does not name it alone; ``at``: the time, else now)."""
+    end: dict[str, str | None] = {"status": status, "error": error}
+    if kind is not None:
+        end["kind"] = kind
+    return (index, RUN_END, json.dumps(end), time.time() if at is None else at)
 
 
 def _wake(future: asyncio.Future[None]) -> None:

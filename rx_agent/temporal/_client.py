@@ -158,19 +158,18 @@ class TemporalAgent:
                 # What it appended before it ended, then the end (or an error: none).
                 async for late in journal.follow(key, last, run_id=ctx.run_id, live=False):
                     if late.is_end:
-                        await self._end(late, handle, ctx)
+                        await self._end(late, handle, ctx, key)
                         return
                     yield late.event
                 await self._ended_without_end(handle, ctx)
             last = entry.seq
             if entry.is_end:
-                await self._end(entry, handle, ctx)
+                await self._end(entry, handle, ctx, key)
                 return
             yield entry.event
 
     async def _end(self, entry: JournalEntry, handle: WorkflowHandle[Any, Any],
-                   ctx: RuntimeContext) -> None:
-        key = SessionKey(ctx.user_id or ANONYMOUS_USER, ctx.session_id or self.name)
+                   ctx: RuntimeContext, key: SessionKey) -> None:
         assert self.store is not None
         ctx.agent_state = await load_state(self.store, key)  # saved before the end
         end = json.loads(entry.data)

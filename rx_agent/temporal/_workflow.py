@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import json
 from datetime import timedelta
 from typing import Any
 
@@ -39,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from ..event import AgentEvent, AgentResultEvent
     from ..message import GenerateReason, Msg
     from ..session import ANONYMOUS_USER, InMemorySessionStore, SessionKey
-    from ..session._journal_writer import RUN_END
+    from ..session._journal_writer import end_item
     from ._activities import (
         JOURNAL_APPEND,
         NO_SUCH_AGENT,
@@ -256,10 +255,12 @@ class AgentWorkflow:
         self.index += 1
 
     def _end_run(self, error: Json | None) -> None:
-        end = {"status": "completed" if error is None else "failed",
-               "error": None if error is None else f"{error['type']}: {error['message']}",
-               "kind": None if error is None else error["type"]}
-        self._queue([self.index, RUN_END, json.dumps(end), workflow.time()])
+        if error is None:
+            end = end_item(self.index, "completed", at=workflow.time())
+        else:
+            end = end_item(self.index, "failed", f"{error['type']}: {error['message']}",
+                           kind=error["type"], at=workflow.time())
+        self._queue(list(end))
 
     async def _flush(self, ref: Json, timeout: timedelta) -> None:
         """Append what the replies made, a batch per turn of the workflow (the events
