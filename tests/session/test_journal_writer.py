@@ -6,13 +6,14 @@ the sweep of idle sessions looks at the least recently appended ones only."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
 
 from rx_agent.session import SessionKey
 from rx_agent.session._journal_memory import MemoryRunJournal
-from rx_agent.session._journal_writer import Item
+from rx_agent.session._journal_writer import RUN_END, Item, end_item
 
 KEY = SessionKey("u1", "s1")
 
@@ -93,3 +94,14 @@ async def test_the_sweep_drops_the_stale_sessions_and_keeps_the_ones_appended_to
     assert await journal.read(a) == [] and await journal.read(c) == []
     assert [e.index for e in await journal.read(b)] == [1]
     assert list(journal._logs) == [b, KEY]
+
+
+def test_a_runs_end_names_its_failure_and_takes_a_given_time() -> None:
+    index, type_, data, at = end_item(3, "completed")
+    assert (index, type_, json.loads(data)) == (3, RUN_END, {"status": "completed",
+                                                            "error": None})
+    assert at > 0
+    # The workflow's end: its failure's type, and the workflow's own clock.
+    _, _, data, at = end_item(5, "failed", "Boom: no", kind="Boom", at=12.5)
+    assert json.loads(data) == {"status": "failed", "error": "Boom: no", "kind": "Boom"}
+    assert at == 12.5
