@@ -15,6 +15,12 @@ of one agent, with the collector at its default settings. Printed:
 - with ``--latency`` (default 20 ms, as run.py's workload 5) the same with the model
   waiting before each chunk, where the figure is N calls' wall over one call's (the
   target: at most 5x);
+- **the floor** beside it, the same way: N bare calls that each await one future while
+  a step object is played seven times by one shared loop timer (as ScriptedModel plays
+  its seven signals) and does nothing else: asyncio's own cost of N calls in flight;
+  then the same bare calls each holding as many tracked objects as an agent call holds
+  mid-reply (counted first: ``gc.get_objects`` mid-reply, over the objects before):
+  what the collector charges for that much in-flight state alone, with no work;
 - **peak memory per in-flight call**: the RSS peak during the N calls over the RSS
   before them, divided by N (measured first, before the process has grown), and the
   traced (``tracemalloc``) peak the same way (a run of its own: tracing slows calls);
@@ -32,6 +38,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,7 @@ from workloads import rss_bytes  # noqa: E402
 from rx_agent import ReActAgent, RuntimeContext, ScriptedModel  # noqa: E402
 
 CHUNKS = 5
+SIGNALS = CHUNKS + 2  # the text chunks, the usage and the finish reason
 
 
 def make(calls: int, latency: float) -> ReActAgent:
@@ -92,6 +100,89 @@ async def concurrent(calls: int, latency: float, gc_time: GCTime | None = None) 
             gc.callbacks.remove(gc_time)
 
 
+class _Held:
+    """A tracked object of the floor's in-flight state (slotted: no ``__dict__``)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref: object) -> None:
+        self.ref = ref
+
+
+class _FloorTicker:
+    """One loop timer for every bare call's steps (as ScriptedModel's playback)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        self.loop, self.delay = loop, delay
+        self.queue: deque[tuple[float, _FloorStep]] = deque()
+        self.armed = False
+
+    def add(self, step: _FloorStep) -> None:
+        due = self.loop.time() + self.delay
+        self.queue.append((due, step))
+        if not self.armed:
+            self.armed = True
+            self.loop.call_at(due, self.fire)
+
+    def fire(self) -> None:
+        queue, end = self.queue, self.loop.time()
+        while queue and queue[0][0] <= end:
+            queue.popleft()[1].step()
+        if queue:
+            self.loop.call_at(queue[0][0], self.fire)
+        else:
+            self.armed = False
+
+
+class _FloorStep:
+    """A bare call's playback: ``SIGNALS`` steps, then the awaiting future's result."""
+
+    def __init__(self, ticker: _FloorTicker, future: asyncio.Future[None]) -> None:
+        self.ticker, self.future, self.left = ticker, future, SIGNALS
+
+    def step(self) -> None:
+        self.left -= 1
+        if self.left:
+            self.ticker.add(self)
+        else:
+            self.future.set_result(None)
+
+
+async def _bare_call(ticker: _FloorTicker, held: int) -> None:
+    state = [_Held(None) for _ in range(held)]
+    future = ticker.loop.create_future()
+    if ticker.delay:
+        ticker.add(_FloorStep(ticker, future))
+    else:
+        future.set_result(None)
+    await future
+    del state
+
+
+async def floor(calls: int, latency: float, held: int) -> float:
+    """The wall time of ``calls`` bare calls gathered at once (see the module doc)."""
+    ticker = _FloorTicker(asyncio.get_running_loop(), latency)
+    gc.collect()
+    start = time.perf_counter()
+    await asyncio.gather(*(_bare_call(ticker, held) for _ in range(calls)))
+    return time.perf_counter() - start
+
+
+async def objects_in_flight(calls: int, latency: float) -> float:
+    """Tracked objects per agent call mid-reply (the gathered task's included)."""
+    agent = make(calls + 1, latency)
+    await agent.acall("hi", RuntimeContext(session_id="warm"))
+    gc.collect()
+    before = len(gc.get_objects())
+    tasks = [asyncio.ensure_future(agent.acall("hi", RuntimeContext(session_id=f"o{i}")))
+             for i in range(calls)]
+    await asyncio.sleep(latency * 3.5)  # every call waits on its model, mid-reply
+    gc.collect()
+    during = len(gc.get_objects())
+    await asyncio.gather(*tasks)
+    return (during - before - calls) / calls  # less the gathered coroutines' list
+
+
 async def memory(calls: int, latency: float) -> dict[str, float]:
     """The RSS peak per in-flight call (first, in a process that has not grown yet),
     then in a traced run the traced peak per in-flight call and what stays traced
@@ -136,6 +227,10 @@ async def memory(calls: int, latency: float) -> dict[str, float]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     n = args.calls
     memory_figures = await memory(n, 0.0)  # first: RSS grows only once
+    held = round(await objects_in_flight(min(n, 2000), args.latency or 0.02))
+    floor_ones: list[float] = []
+    floor_alls: list[float] = []
+    held_alls: list[float] = []
     ones: list[float] = []
     alls: list[float] = []
     ones_lat: list[float] = []
@@ -147,6 +242,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         if args.latency:
             ones_lat.append(await one_call(args.latency, 3))
             alls_lat.append(await concurrent(n, args.latency))
+            floor_ones.append(await floor(1, args.latency, 0))
+            floor_alls.append(await floor(n, args.latency, 0))
+            held_alls.append(await floor(n, args.latency, held))
     one = statistics.median(ones)
     per = statistics.median(alls) / n
     result: dict[str, Any] = {
@@ -163,6 +261,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         result["latency_all_calls_ms"] = statistics.median(alls_lat) * 1e3
         result["latency_all_over_one"] = statistics.median(alls_lat) / statistics.median(
             ones_lat)
+        floor_one = statistics.median(floor_ones)
+        result["floor_all_over_one"] = statistics.median(floor_alls) / floor_one
+        result["floor_held_all_over_one"] = statistics.median(held_alls) / floor_one
+    result["objects_in_flight_per_call"] = held
     result.update(memory_figures)
     return result
 
@@ -191,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  with {args.latency * 1e3:.0f} ms before each chunk: one call "
               f"{r['latency_one_call_ms']:.1f} ms, {n} calls {r['latency_all_calls_ms']:.1f} ms, "
               f"{r['latency_all_over_one']:.2f}x   target <= 5x")
+        print(f"    the floor: {n} bare calls, seven ticks each, nothing else       "
+              f"{r['floor_all_over_one']:10.2f}x")
+        held = r["objects_in_flight_per_call"]
+        print(f"    the floor holding {held} tracked objects each (an agent call's "
+              f"count mid-reply)  {r['floor_held_all_over_one']:5.2f}x")
     print(f"  peak memory per in-flight call (tracemalloc)  "
           f"{r['traced_peak_per_call_bytes'] / 1024:10.2f} KB")
     print(f"  peak RSS per in-flight call                   "

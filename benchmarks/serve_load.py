@@ -21,6 +21,14 @@ run (SSE frames of all calls / wall time), and CPU time per agent event: the ser
 process's (from ``/proc``) or, in-process, this process's. A route's overhead per event
 is its CPU per event minus the in-process figure; the OpenAI route's is compared with
 the SSE route's.
+
+The floor beside them: a bare ASGI app on the same uvicorn stack, collector tuning and
+clients, that answers each request with the SSE route's own frames (captured from the
+agent's warm-up call) at the model's pace: the frames before the first text delta in
+one write, each delta in its own write as its chunk is due, the rest in the last. It
+does no work of its own, so its CPU per event is what uvicorn, the loop and the
+``send`` system calls cost for the same stream: how close any route can come to the
+in-process figure.
 """
 
 from __future__ import annotations
@@ -256,6 +264,68 @@ async def run_in_process(clients: int, rounds: int) -> Result:
     return result
 
 
+FRAMES_ENV = "SERVE_LOAD_FRAMES"
+"""The floor server's frames: a JSON file of ``[head, [delta, ...], tail]``."""
+
+
+def _frame_groups(body: str) -> list[Any]:
+    """An SSE body as the floor sends it: before the first text delta, each delta, after."""
+    frames = [f + "\n\n" for f in body.split("\n\n") if f.strip()]
+    deltas = [i for i, f in enumerate(frames) if "\nevent: text_block_delta\n" in f]
+    if not deltas:
+        raise SystemExit("the warm-up call streamed no text delta")
+    first, last = deltas[0], deltas[-1]
+    return ["".join(frames[:first]), frames[first:last + 1], "".join(frames[last + 1:])]
+
+
+async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The bare ASGI app of the floor (see the module doc)."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    while (await receive()).get("more_body"):
+        pass
+    head, deltas, tail = _FLOOR_FRAMES
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"text/event-stream; charset=utf-8"),
+        (b"cache-control", b"no-cache"), (b"x-run-id", b"floor")]})
+    await send({"type": "http.response.body", "body": head, "more_body": True})
+    ttft, gap = float(os.environ["SERVE_LOAD_TTFT"]), float(os.environ["SERVE_LOAD_GAP"])
+    for i, delta in enumerate(deltas):
+        await asyncio.sleep(gap if i else ttft)
+        await send({"type": "http.response.body", "body": delta, "more_body": True})
+    await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+_FLOOR_FRAMES: list[Any] = []
+
+
+def serve_floor(port: int) -> None:
+    """Run :func:`floor_app` as ``rx-agent serve`` runs an agent (one worker, the same
+    collector tuning)."""
+    import uvicorn
+
+    from rx_agent.serve._cli import _tune_collector
+
+    head, deltas, tail = json.loads(Path(os.environ[FRAMES_ENV]).read_text())
+    _FLOOR_FRAMES[:] = [head.encode(), [d.encode() for d in deltas], tail.encode()]
+    _tune_collector()
+    uvicorn.run(floor_app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def _capture_frames(url: str) -> list[Any]:
+    """The SSE route's frames of one call (the floor replays them)."""
+    import httpx
+
+    reply = httpx.post(url + "/v1/sessions/floor-capture/messages",
+                       json={"message": "question 0"},
+                       headers={"accept": "text/event-stream"}, timeout=30)
+    reply.raise_for_status()
+    return _frame_groups(reply.text)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -263,19 +333,23 @@ def _free_port() -> int:
         return port
 
 
-def start_server(env: dict[str, str], log: Any) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(env: dict[str, str], log: Any, *, floor: bool = False
+                 ) -> tuple[subprocess.Popen[bytes], str]:
+    """The agent's ``rx-agent serve`` worker, or with ``floor`` the bare app's."""
     import httpx
 
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rx_agent", "serve", "serve_load:build", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    command = ([sys.executable, str(HERE / "serve_load.py"), "--floor-server", str(port)]
+               if floor else
+               [sys.executable, "-m", "rx_agent", "serve", "serve_load:build", "--port",
+                str(port), "--log-level", "warning"])
+    proc = subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.DEVNULL,
+                            stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200 or floor:
                 return proc, url
         except httpx.TransportError:
             pass
@@ -297,7 +371,11 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="10 clients, 1 round, fast model")
     parser.add_argument("--url", help="load a server that is already running (HTTP only)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--floor-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor_server:
+        serve_floor(args.floor_server)
+        return
     if args.smoke:
         args.clients, args.rounds, args.ttft, args.chunks, args.gap = 10, 1, 0.05, 5, 0.01
         args.passes = 1
@@ -308,22 +386,32 @@ def main() -> None:
     if args.url:
         print(_row("HTTP/SSE", asyncio.run(run_http(args.url, args.clients, args.rounds))))
         return
-    sse, oai = Result(), Result()
-    with tempfile.TemporaryFile() as log:  # the server's stderr, shown if something fails
+    sse, oai, bare = Result(), Result(), Result()
+    with tempfile.TemporaryFile() as log, tempfile.NamedTemporaryFile(
+            "w", suffix=".json") as frames:  # the server's stderr, shown if something fails
         proc, url = start_server(env, log)
+        floor_proc = None
         try:
-            for _ in range(args.passes):  # alternating, so both see the same machine
+            json.dump(_capture_frames(url), frames)
+            frames.flush()
+            floor_proc, floor_url = start_server({**env, FRAMES_ENV: frames.name}, log,
+                                                 floor=True)
+            for _ in range(args.passes):  # alternating, so all see the same machine
                 sse.add(asyncio.run(run_http(url, args.clients, args.rounds, pid=proc.pid)))
                 per_call = sse.agent_events / len(sse.samples)
                 oai.add(asyncio.run(run_http(url, args.clients, args.rounds, route="openai",
                                              pid=proc.pid, events_per_call=per_call)))
+                bare.add(asyncio.run(run_http(floor_url, args.clients, args.rounds,
+                                              pid=floor_proc.pid)))
         except Exception:
             log.seek(0)
             sys.stderr.write(log.read().decode(errors="replace")[-4000:])
             raise
         finally:
-            proc.terminate()
-            proc.wait(10)
+            for server in (proc, floor_proc):
+                if server is not None:
+                    server.terminate()
+                    server.wait(10)
     local = asyncio.run(run_in_process(args.clients, args.rounds))
     ideal = args.ttft + (args.chunks - 1) * args.gap
     print(f"{args.clients} concurrent clients x {args.rounds} calls ({args.passes} passes per "
@@ -338,9 +426,11 @@ def main() -> None:
     print(_row(f"HTTP/SSE, one uvicorn worker ({stack})", sse))
     print(_row("HTTP/OpenAI `/v1/chat/completions` stream, same worker", oai))
     print(_row("in-process `agent.astream`", local))
+    print(_row("the floor: a bare ASGI app sending the same frames, same stack", bare))
     print()
     print(f"events per call: {statistics.mean(s.events for s in sse.samples):.0f} (the OpenAI "
-          f"route sends {statistics.mean(s.events for s in oai.samples):.0f} frames for them)")
+          f"route sends {statistics.mean(s.events for s in oai.samples):.0f} frames for them, "
+          f"the floor {statistics.mean(s.events for s in bare.samples):.0f})")
     base, per_sse, per_oai = local.cpu_per_event, sse.cpu_per_event, oai.cpu_per_event
     if base is not None and per_sse is not None and per_oai is not None:
         over_sse, over_oai = per_sse - base, per_oai - base
@@ -348,9 +438,15 @@ def main() -> None:
               f"{over_sse * 1e6:.0f} µs, OpenAI {over_oai * 1e6:.0f} µs "
               f"({over_oai / over_sse:.2f}x); CPU per event over in-process: SSE "
               f"{per_sse / base:.2f}x, OpenAI {per_oai / base:.2f}x")
+    per_bare = bare.cpu_per_event
+    if base is not None and per_bare is not None:
+        print(f"the floor's CPU per event over in-process: {per_bare / base:.2f}x (a route "
+              f"that did nothing of its own would be at {(per_bare + base) / base:.2f}x: "
+              "the agent's events plus the floor's stream)")
     if args.json:
         figures: dict[str, Any] = {}
-        for name, result in (("sse", sse), ("openai", oai), ("in_process", local)):
+        for name, result in (("sse", sse), ("openai", oai), ("in_process", local),
+                             ("floor", bare)):
             first = [x.first_event * 1000 for x in result.samples]
             figures[name] = {"first_event_p50_ms": _pct(first, 0.5),
                              "first_event_p99_ms": _pct(first, 0.99),

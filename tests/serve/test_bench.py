@@ -22,6 +22,12 @@ def test_the_serve_load_benchmark_runs() -> None:
     assert [calls for _, calls in rows] == ["10", "10"], done.stdout
     # Every call streamed its whole reply: start, 5 deltas, result, end and the rest.
     assert "events per call: 12" in done.stdout
+    assert "the floor 12)" in done.stdout, done.stdout
     # The OpenAI-compatible route, loaded side by side on the same server.
     assert re.search(r"^\| HTTP/OpenAI [^|]* stream[^|]*\|.*\| 10 \|$", done.stdout,
                      re.MULTILINE), done.stdout
+    # The floor beside them: a bare ASGI app replaying the route's frames, every call
+    # answered whole (its frames counted by the same client).
+    assert re.search(r"^\| the floor: a bare ASGI app[^|]*\|.*\| 10 \|$", done.stdout,
+                     re.MULTILINE), done.stdout
+    assert "the floor's CPU per event over in-process" in done.stdout
