@@ -13,7 +13,7 @@ stream, ``--rounds`` times: on the server's own route (``/v1/sessions/{id}/messa
 and on the OpenAI-compatible one (``/v1/chat/completions`` with ``stream: true``),
 alternating, ``--passes`` times each (default 2), on the same server. The same agent
 then runs in-process: the same number of concurrent ``agent.astream`` calls on one
-event loop.
+event loop (uvloop's when it is installed, as the server's).
 
 Printed per mode: time to the first event and to the first text delta (p50 / p99,
 from sending the request), the whole call (p50 / p99), frames per second over the
@@ -326,6 +326,17 @@ def _capture_frames(url: str) -> list[Any]:
     return _frame_groups(reply.text)
 
 
+def _on_server_loop(main: Any) -> Any:
+    """Run ``main`` on the event loop the server's uvicorn picks (uvloop when it is
+    installed), so the in-process figure is measured on the same loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -412,7 +423,7 @@ def main() -> None:
                 if server is not None:
                     server.terminate()
                     server.wait(10)
-    local = asyncio.run(run_in_process(args.clients, args.rounds))
+    local = _on_server_loop(run_in_process(args.clients, args.rounds))
     ideal = args.ttft + (args.chunks - 1) * args.gap
     print(f"{args.clients} concurrent clients x {args.rounds} calls ({args.passes} passes per "
           f"route); model: first chunk after {args.ttft * 1000:.0f} ms, {args.chunks} chunks "

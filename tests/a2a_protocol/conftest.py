@@ -11,12 +11,12 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+from _live import live  # noqa: F401  (the fixture, for this folder's tests)
 from a2a.client import Client, ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse
 
@@ -27,48 +27,6 @@ from rx_agent.options import GenerateOptions
 
 ALICE, BOB = "alice-token-0001", "bob-token-00002"
 TOKENS = {ALICE: "alice", BOB: "bob"}
-
-
-class LiveServer:
-    """An ASGI app on uvicorn at ``http://127.0.0.1:<free port>``."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-@pytest.fixture
-def live() -> Iterator[Callable[[Any], LiveServer]]:
-    """``with live(app) as server`` is not needed: ``server = live(app)``; stopped after
-    the test."""
-    started: list[LiveServer] = []
-
-    def start(app: Any) -> LiveServer:
-        server = LiveServer(app).__enter__()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.__exit__()
 
 
 @pytest.fixture

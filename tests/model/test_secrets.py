@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
+from _live import LiveServer
 from opentelemetry.sdk.trace import TracerProvider
-from serve.conftest import LiveServer  # tests/serve's uvicorn runner (tests/ is on sys.path)
 
 from rx_agent import (
     AnthropicChatModel,

@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
-import uvicorn
+from _live import LiveServer, live
 from _services import redis_url
 
 from rx_agent import Msg
@@ -29,32 +28,6 @@ from .served_agents import EchoModel
 __all__ = ["EchoModel", "LiveServer", "SlowModel", "live", "redis_url", "store_url"]
 
 
-class LiveServer:
-    """An ASGI app on uvicorn at ``http://127.0.0.1:<free port>``."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
 @pytest.fixture(autouse=True)
 def _logging_as_it_was() -> Iterator[None]:
     """`rx-agent serve` run in-process configures logging: undo it for the next test."""
@@ -63,21 +36,6 @@ def _logging_as_it_was() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-
-
-@pytest.fixture
-def live() -> Iterator[Callable[[Any], LiveServer]]:
-    """``with live(app) as server: httpx.get(server.url + "/healthz")``."""
-    started: list[LiveServer] = []
-
-    def start(app: Any) -> LiveServer:
-        server = LiveServer(app).__enter__()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.__exit__()
 
 
 @pytest.fixture
