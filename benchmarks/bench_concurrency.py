@@ -2,6 +2,7 @@
 
     python benchmarks/bench_concurrency.py              # 10,000 calls, 5 runs
     python benchmarks/bench_concurrency.py --calls 1000 --runs 3 --json out.json
+    python benchmarks/bench_concurrency.py --collector off      # or tuned: the same runs
 
 Every call is ``agent.acall`` of a 5-chunk reply from ``ScriptedModel`` (seven model
 signals: five text chunks, the usage and the finish reason), each on its own session
@@ -18,9 +19,15 @@ of one agent, with the collector at its default settings. Printed:
 - **the floor** beside it, the same way: N bare calls that each await one future while
   a step object is played seven times by one shared loop timer (as ScriptedModel plays
   its seven signals) and does nothing else: asyncio's own cost of N calls in flight;
-  then the same bare calls each holding as many tracked objects as an agent call holds
-  mid-reply (counted first: ``gc.get_objects`` mid-reply, over the objects before):
-  what the collector charges for that much in-flight state alone, with no work;
+  then the same bare calls each holding as many more tracked objects as it takes to
+  reach an agent call's count mid-reply (both counted first with ``gc.get_objects``
+  mid-reply, over the objects before; a bare call's own task, coroutine, future and
+  step count toward it): what the collector charges for that much in-flight state
+  alone, with no work;
+- **a full collection per object walked**, the agent's calls against that floor (a run
+  of each with a ``gc.callbacks`` hook that counts the heap at each full collection),
+  and the references an agent call's in-flight objects hold (``gc.get_referents``):
+  a full collection visits those too;
 - **peak memory per in-flight call**: the RSS peak during the N calls over the RSS
   before them, divided by N (measured first, before the process has grown), and the
   traced (``tracemalloc``) peak the same way (a run of its own: tracing slows calls);
@@ -151,16 +158,15 @@ class _FloorStep:
 async def _bare_call(ticker: _FloorTicker, held: int) -> None:
     state = [_Held(None) for _ in range(held)]
     future = ticker.loop.create_future()
-    if ticker.delay:
-        ticker.add(_FloorStep(ticker, future))
-    else:
-        future.set_result(None)
+    ticker.add(_FloorStep(ticker, future))
     await future
     del state
 
 
 async def floor(calls: int, latency: float, held: int) -> float:
     """The wall time of ``calls`` bare calls gathered at once (see the module doc)."""
+    if latency <= 0:  # no wait: the calls would run one after another, none in flight
+        raise ValueError(f"the floor needs a latency > 0, got {latency}")
     ticker = _FloorTicker(asyncio.get_running_loop(), latency)
     gc.collect()
     start = time.perf_counter()
@@ -168,19 +174,87 @@ async def floor(calls: int, latency: float, held: int) -> float:
     return time.perf_counter() - start
 
 
-async def objects_in_flight(calls: int, latency: float) -> float:
-    """Tracked objects per agent call mid-reply (the gathered task's included)."""
+async def _in_flight(start: Any, calls: int, latency: float) -> tuple[float, float]:
+    """Tracked objects per call ``start(i)`` mid-flight (``calls`` of them gathered),
+    and the references they hold."""
+    gc.collect()
+    before = {id(o) for o in gc.get_objects()}
+    tasks = [asyncio.ensure_future(start(i)) for i in range(calls)]
+    await asyncio.sleep(latency * 3.5)  # every call waits, mid-reply
+    gc.collect()
+    new = [o for o in gc.get_objects()
+           if id(o) not in before and o is not tasks and o is not before]
+    objects, references = len(new), sum(len(gc.get_referents(o)) for o in new)
+    del new
+    await asyncio.gather(*tasks)
+    return objects / calls, references / calls
+
+
+async def objects_in_flight(calls: int, latency: float) -> dict[str, float]:
+    """What an agent call holds mid-reply (the caller's task, its context and the
+    call's ``RuntimeContext`` included, as every call brings them), what a bare call of
+    the floor holds of its own (its task, coroutine, future and step), and the
+    references of each: a full collection visits those too."""
     agent = make(calls + 1, latency)
     await agent.acall("hi", RuntimeContext(session_id="warm"))
-    gc.collect()
-    before = len(gc.get_objects())
-    tasks = [asyncio.ensure_future(agent.acall("hi", RuntimeContext(session_id=f"o{i}")))
-             for i in range(calls)]
-    await asyncio.sleep(latency * 3.5)  # every call waits on its model, mid-reply
-    gc.collect()
-    during = len(gc.get_objects())
-    await asyncio.gather(*tasks)
-    return (during - before - calls) / calls  # less the gathered coroutines' list
+    objects, references = await _in_flight(
+        lambda i: agent.acall("hi", RuntimeContext(session_id=f"o{i}")), calls, latency)
+    ticker = _FloorTicker(asyncio.get_running_loop(), latency)
+    bare, bare_references = await _in_flight(lambda i: _bare_call(ticker, 0), calls, latency)
+    return {"objects_in_flight_per_call": objects,
+            "references_in_flight_per_call": references,
+            "bare_objects_in_flight_per_call": bare,
+            "bare_references_in_flight_per_call": bare_references}
+
+
+class FullCollections:
+    """Per full (generation 2) collection: the objects it walked and how long it took
+    (a diagnostic run of its own: counting the heap costs time)."""
+
+    def __init__(self) -> None:
+        self.walked: list[int] = []
+        self.seconds: list[float] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self.walked.append(len(gc.get_objects()))
+            self._started = time.perf_counter()
+        else:
+            self.seconds.append(time.perf_counter() - self._started)
+
+    def per_object_ns(self) -> float:
+        return sum(self.seconds) / max(1, sum(self.walked)) * 1e9
+
+
+async def full_collections(calls: int, latency: float, held: int) -> dict[str, float]:
+    """What one full collection costs per object walked, the agent's calls in flight
+    against the floor's bare calls holding as many objects."""
+    figures: dict[str, float] = {}
+    for name in ("agent", "floor"):
+        watch = FullCollections()
+        if name == "agent":
+            agent = make(calls, latency)
+            gc.collect()
+            gc.callbacks.append(watch)
+            try:
+                await asyncio.gather(*(agent.acall("hi", RuntimeContext(session_id=f"g{i}"))
+                                       for i in range(calls)))
+            finally:
+                gc.callbacks.remove(watch)
+            del agent
+        else:
+            gc.collect()
+            gc.callbacks.append(watch)
+            try:
+                await floor(calls, latency, held)
+            finally:
+                gc.callbacks.remove(watch)
+        figures[f"{name}_full_collections"] = len(watch.seconds)
+        figures[f"{name}_full_collection_ns_per_object"] = watch.per_object_ns()
+    return figures
 
 
 async def memory(calls: int, latency: float) -> dict[str, float]:
@@ -227,7 +301,10 @@ async def memory(calls: int, latency: float) -> dict[str, float]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     n = args.calls
     memory_figures = await memory(n, 0.0)  # first: RSS grows only once
-    held = round(await objects_in_flight(min(n, 2000), args.latency or 0.02))
+    counts = await objects_in_flight(min(n, 2000), args.latency or 0.02)
+    # The floor's calls hold their own task, coroutine and future already: the rest.
+    held = max(0, round(counts["objects_in_flight_per_call"]
+                        - counts["bare_objects_in_flight_per_call"]))
     floor_ones: list[float] = []
     floor_alls: list[float] = []
     held_alls: list[float] = []
@@ -264,7 +341,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         floor_one = statistics.median(floor_ones)
         result["floor_all_over_one"] = statistics.median(floor_alls) / floor_one
         result["floor_held_all_over_one"] = statistics.median(held_alls) / floor_one
-    result["objects_in_flight_per_call"] = held
+    result.update(counts)
+    result["floor_held_objects"] = held
+    if args.latency:
+        result.update(await full_collections(n, args.latency, held))
     result.update(memory_figures)
     return result
 
@@ -276,11 +356,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.02,
                         help="also run with the model waiting this long before each "
                         "chunk (0: skip)")
+    parser.add_argument("--collector", choices=("default", "off", "tuned"), default="default",
+                        help="the cyclic collector: its default settings (the figure), "
+                        "disabled, or a service's tuning (gc.freeze() after start-up, then "
+                        "gc.set_threshold(50_000, 20, 20), as rx-agent serve does)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
+    if args.collector == "off":
+        gc.disable()
+    elif args.collector == "tuned":
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 20)
     r = asyncio.run(main_async(args))
     n = f"{args.calls:,}"
-    print(f"{n} concurrent calls, 5-chunk reply, ScriptedModel, default GC settings "
+    settings = {"default": "default GC settings", "off": "the collector disabled",
+                "tuned": "the collector tuned as rx-agent serve does"}[args.collector]
+    print(f"{n} concurrent calls, 5-chunk reply, ScriptedModel, {settings} "
           f"(medians of {args.runs})")
     print(f"  one call alone, wall                          {r['one_call_us']:10.1f} us")
     print(f"  {n} concurrent, wall / {n}              {r['per_call_concurrent_us']:10.1f} us")
@@ -295,9 +386,18 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['latency_all_over_one']:.2f}x   target <= 5x")
         print(f"    the floor: {n} bare calls, seven ticks each, nothing else       "
               f"{r['floor_all_over_one']:10.2f}x")
-        held = r["objects_in_flight_per_call"]
-        print(f"    the floor holding {held} tracked objects each (an agent call's "
-              f"count mid-reply)  {r['floor_held_all_over_one']:5.2f}x")
+        held = r["floor_held_objects"]
+        print(f"    the floor holding {held} more tracked objects each (to an agent "
+              f"call's count mid-reply)  {r['floor_held_all_over_one']:5.2f}x")
+        print(f"  a full collection, per object walked: agent "
+              f"{r['agent_full_collection_ns_per_object']:.0f} ns "
+              f"({r['agent_full_collections']:.0f} collections), the floor holding {held} "
+              f"{r['floor_full_collection_ns_per_object']:.0f} ns "
+              f"({r['floor_full_collections']:.0f})")
+    print(f"  in flight per call: {r['objects_in_flight_per_call']:.1f} tracked objects "
+          f"holding {r['references_in_flight_per_call']:.0f} references; a bare call "
+          f"{r['bare_objects_in_flight_per_call']:.1f} holding "
+          f"{r['bare_references_in_flight_per_call']:.0f} (and one per held object)")
     print(f"  peak memory per in-flight call (tracemalloc)  "
           f"{r['traced_peak_per_call_bytes'] / 1024:10.2f} KB")
     print(f"  peak RSS per in-flight call                   "

@@ -22,7 +22,8 @@ def test_the_concurrency_benchmark_runs_with_its_floors(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     for row in ("per call concurrent / one call alone", "target <= 5x",
                 "the floor: 300 bare calls, seven ticks each",
-                "tracked objects each (an agent call's count mid-reply)",
+                "more tracked objects each (to an agent call's count mid-reply)",
+                "a full collection, per object walked",
                 "peak memory per in-flight call", "an idle cached session"):
         assert row in done.stdout, done.stdout
     figures = json.loads(out.read_text())
@@ -32,3 +33,7 @@ def test_the_concurrency_benchmark_runs_with_its_floors(tmp_path: Path) -> None:
     # What a call holds mid-reply (35 tracked objects when this test was written):
     # a regrowth toward the 50 of before shows here, not only in a benchmark run.
     assert 10 <= figures["objects_in_flight_per_call"] <= 42, figures
+    # The held floor tops a bare call up to the agent's count: it holds fewer of its own.
+    bare = figures["bare_objects_in_flight_per_call"]
+    assert 3 <= bare < figures["objects_in_flight_per_call"], figures
+    assert figures["floor_held_objects"] == round(figures["objects_in_flight_per_call"] - bare)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -13,9 +14,10 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "serve_load.py"
 
 
 @pytest.mark.timeout(120)
-def test_the_serve_load_benchmark_runs() -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--smoke"], check=False,
-                          capture_output=True, text=True, timeout=110)
+def test_the_serve_load_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(BENCH), "--smoke", "--json", str(out)],
+                          check=False, capture_output=True, text=True, timeout=110)
     assert done.returncode == 0, done.stderr
     rows = re.findall(r"^\| (HTTP/SSE[^|]*|in-process[^|]*) \|.*\| (\d+) \|$", done.stdout,
                       re.MULTILINE)
@@ -31,3 +33,8 @@ def test_the_serve_load_benchmark_runs() -> None:
     assert re.search(r"^\| the floor: a bare ASGI app[^|]*\|.*\| 10 \|$", done.stdout,
                      re.MULTILINE), done.stdout
     assert "the floor's CPU per event over in-process" in done.stdout
+    # Every mode's figures are written (their values: clock ticks at this size).
+    figures = json.loads(out.read_text())
+    assert set(figures) == {"sse", "openai", "in_process", "floor"}, figures
+    for mode in figures.values():
+        assert mode["first_event_p50_ms"] > 0 and mode["cpu_per_event_us"] >= 0, figures
