@@ -163,12 +163,14 @@ async def _bare_call(ticker: _FloorTicker, held: int) -> None:
     del state
 
 
-async def floor(calls: int, latency: float, held: int) -> float:
-    """The wall time of ``calls`` bare calls gathered at once (see the module doc)."""
+async def floor(calls: int, latency: float, held: int, *, collect: bool = True) -> float:
+    """The wall time of ``calls`` bare calls gathered at once (see the module doc),
+    after a full collection unless ``collect`` is false (the caller made one)."""
     if latency <= 0:  # no wait: the calls would run one after another, none in flight
         raise ValueError(f"the floor needs a latency > 0, got {latency}")
     ticker = _FloorTicker(asyncio.get_running_loop(), latency)
-    gc.collect()
+    if collect:
+        gc.collect()
     start = time.perf_counter()
     await asyncio.gather(*(_bare_call(ticker, held) for _ in range(calls)))
     return time.perf_counter() - start
@@ -249,7 +251,7 @@ async def full_collections(calls: int, latency: float, held: int) -> dict[str, f
             gc.collect()
             gc.callbacks.append(watch)
             try:
-                await floor(calls, latency, held)
+                await floor(calls, latency, held, collect=False)
             finally:
                 gc.callbacks.remove(watch)
         figures[f"{name}_full_collections"] = len(watch.seconds)
