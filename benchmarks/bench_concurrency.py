@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import statistics
@@ -46,6 +47,7 @@ import sys
 import time
 import tracemalloc
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,34 +79,53 @@ async def one_call(latency: float, repeats: int = 20) -> float:
 
 
 class GCTime:
-    """Seconds the cyclic collector ran, per generation (``gc.callbacks``)."""
+    """Seconds the cyclic collector ran, per generation (``gc.callbacks``); with
+    ``walk``, also the objects each full collection walked (counting the heap costs
+    time: a diagnostic run of its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, walk: bool = False) -> None:
         self.spent = [0.0, 0.0, 0.0]
         self.runs = [0, 0, 0]
+        self.walk = walk
+        self.walked = 0
         self._started = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
+            if self.walk and info["generation"] == 2:
+                self.walked += len(gc.get_objects())
             self._started = time.perf_counter()
         else:
             self.spent[info["generation"]] += time.perf_counter() - self._started
             self.runs[info["generation"]] += 1
 
+    def full_ns_per_object(self) -> float:
+        """A full collection's time per object walked (``walk``)."""
+        return self.spent[2] / max(1, self.walked) * 1e9
+
+
+@contextlib.contextmanager
+def watching(gc_time: GCTime | None) -> Iterator[None]:
+    """``gc_time`` sees the collector while the block runs (after a full collection
+    that it does not see)."""
+    gc.collect()
+    if gc_time is None:
+        yield
+        return
+    gc.callbacks.append(gc_time)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(gc_time)
+
 
 async def concurrent(calls: int, latency: float, gc_time: GCTime | None = None) -> float:
     agent = make(calls, latency)
-    gc.collect()
-    if gc_time is not None:
-        gc.callbacks.append(gc_time)
-    start = time.perf_counter()
-    try:
+    with watching(gc_time):
+        start = time.perf_counter()
         await asyncio.gather(*(agent.acall("hi", RuntimeContext(session_id=f"s{i}"))
                                for i in range(calls)))
         return time.perf_counter() - start
-    finally:
-        if gc_time is not None:
-            gc.callbacks.remove(gc_time)
 
 
 class _Held:
@@ -163,17 +184,16 @@ async def _bare_call(ticker: _FloorTicker, held: int) -> None:
     del state
 
 
-async def floor(calls: int, latency: float, held: int, *, collect: bool = True) -> float:
-    """The wall time of ``calls`` bare calls gathered at once (see the module doc),
-    after a full collection unless ``collect`` is false (the caller made one)."""
+async def floor(calls: int, latency: float, held: int,
+                gc_time: GCTime | None = None) -> float:
+    """The wall time of ``calls`` bare calls gathered at once (see the module doc)."""
     if latency <= 0:  # no wait: the calls would run one after another, none in flight
         raise ValueError(f"the floor needs a latency > 0, got {latency}")
     ticker = _FloorTicker(asyncio.get_running_loop(), latency)
-    if collect:
-        gc.collect()
-    start = time.perf_counter()
-    await asyncio.gather(*(_bare_call(ticker, held) for _ in range(calls)))
-    return time.perf_counter() - start
+    with watching(gc_time):
+        start = time.perf_counter()
+        await asyncio.gather(*(_bare_call(ticker, held) for _ in range(calls)))
+        return time.perf_counter() - start
 
 
 async def _in_flight(start: Any, calls: int, latency: float) -> tuple[float, float]:
@@ -209,54 +229,16 @@ async def objects_in_flight(calls: int, latency: float) -> dict[str, float]:
             "bare_references_in_flight_per_call": bare_references}
 
 
-class FullCollections:
-    """Per full (generation 2) collection: the objects it walked and how long it took
-    (a diagnostic run of its own: counting the heap costs time)."""
-
-    def __init__(self) -> None:
-        self.walked: list[int] = []
-        self.seconds: list[float] = []
-        self._started = 0.0
-
-    def __call__(self, phase: str, info: dict[str, Any]) -> None:
-        if info["generation"] != 2:
-            return
-        if phase == "start":
-            self.walked.append(len(gc.get_objects()))
-            self._started = time.perf_counter()
-        else:
-            self.seconds.append(time.perf_counter() - self._started)
-
-    def per_object_ns(self) -> float:
-        return sum(self.seconds) / max(1, sum(self.walked)) * 1e9
-
-
 async def full_collections(calls: int, latency: float, held: int) -> dict[str, float]:
     """What one full collection costs per object walked, the agent's calls in flight
     against the floor's bare calls holding as many objects."""
-    figures: dict[str, float] = {}
-    for name in ("agent", "floor"):
-        watch = FullCollections()
-        if name == "agent":
-            agent = make(calls, latency)
-            gc.collect()
-            gc.callbacks.append(watch)
-            try:
-                await asyncio.gather(*(agent.acall("hi", RuntimeContext(session_id=f"g{i}"))
-                                       for i in range(calls)))
-            finally:
-                gc.callbacks.remove(watch)
-            del agent
-        else:
-            gc.collect()
-            gc.callbacks.append(watch)
-            try:
-                await floor(calls, latency, held, collect=False)
-            finally:
-                gc.callbacks.remove(watch)
-        figures[f"{name}_full_collections"] = len(watch.seconds)
-        figures[f"{name}_full_collection_ns_per_object"] = watch.per_object_ns()
-    return figures
+    agent, bare = GCTime(walk=True), GCTime(walk=True)
+    await concurrent(calls, latency, agent)
+    await floor(calls, latency, held, bare)
+    return {"agent_full_collections": agent.runs[2],
+            "agent_full_collection_ns_per_object": agent.full_ns_per_object(),
+            "floor_full_collections": bare.runs[2],
+            "floor_full_collection_ns_per_object": bare.full_ns_per_object()}
 
 
 async def memory(calls: int, latency: float) -> dict[str, float]:

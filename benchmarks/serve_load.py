@@ -296,18 +296,19 @@ async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.body", "body": b"ok"})
         return
     head, deltas, tail = _FLOOR_FRAMES
+    pace = _FLOOR_MODEL[0]
     await send({"type": "http.response.start", "status": 200, "headers": [
         (b"content-type", b"text/event-stream; charset=utf-8"),
         (b"cache-control", b"no-cache"), (b"x-run-id", b"floor")]})
     await send({"type": "http.response.body", "body": head, "more_body": True})
-    ttft, gap = float(os.environ["SERVE_LOAD_TTFT"]), float(os.environ["SERVE_LOAD_GAP"])
     for i, delta in enumerate(deltas):
-        await asyncio.sleep(gap if i else ttft)
+        await asyncio.sleep(pace.gap if i else pace.ttft)
         await send({"type": "http.response.body", "body": delta, "more_body": True})
     await send({"type": "http.response.body", "body": tail, "more_body": False})
 
 
 _FLOOR_FRAMES: list[Any] = []
+_FLOOR_MODEL: list[LatencyModel] = []  # its pace: the agent's model's settings
 
 
 def serve_floor(port: int) -> None:
@@ -319,6 +320,7 @@ def serve_floor(port: int) -> None:
 
     head, deltas, tail = json.loads(Path(os.environ[FRAMES_ENV]).read_text())
     _FLOOR_FRAMES[:] = [head.encode(), [d.encode() for d in deltas], tail.encode()]
+    _FLOOR_MODEL[:] = [_model()]
     _tune_collector()
     uvicorn.run(floor_app, host="127.0.0.1", port=port, log_level="warning")
 
